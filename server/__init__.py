@@ -1,0 +1,1 @@
+"""rootcause's MCP wiring: the catalog of tools, prompts and resources, the server, the CLI."""

@@ -1,0 +1,126 @@
+"""The MCPServer: registers every entry of server/catalog.py."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import Field
+
+import prompts
+from server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, PromptSpec, ResourceSpec, ToolSpec
+from server.invoke import call_engine
+from tools.context import ToolContext
+from tools.errors import UsageError
+from tools.results import MAX_RESULT_CHARS, bounded
+from tools.workspace import Workspace
+
+log = logging.getLogger("rootcause")
+
+
+def build_server(root: str | Path = ".") -> MCPServer:
+    workspace = Workspace(Path(root))
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        own_version = version("rootcause")
+    except PackageNotFoundError:
+        own_version = "0"
+    app = MCPServer("rootcause", instructions=INSTRUCTIONS, version=own_version, log_level="WARNING")
+    for tool in TOOLS:
+        try:
+            _register_tool(app, workspace, tool)
+        except ModuleNotFoundError as exc:
+            if not tool.engine.startswith(f"{exc.name}:") and not tool.engine.startswith(f"{exc.name}."):
+                raise
+            log.warning("tool %s is not available in this build (%s)", tool.name, exc)
+    for prompt in PROMPTS:
+        _register_prompt(app, prompt)
+    for resource in RESOURCES:
+        _register_resource(app, workspace, resource)
+    return app
+
+
+def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None:
+    _, input_model, output_model = spec.load()
+
+    async def handler(ctx: Context, **arguments: Any) -> CallToolResult:
+        async def progress(done: float, total: float | None, message: str) -> None:
+            try:
+                await ctx.report_progress(done, total, message)
+            except Exception:  # a client that went away must not fail the tool
+                log.debug("progress notification failed", exc_info=True)
+
+        try:
+            result = await call_engine(spec, arguments, ToolContext(workspace, progress))
+        except UsageError as exc:
+            raise ToolError(str(exc)) from None
+        except ToolError:
+            raise
+        except Exception as exc:
+            log.exception("tool %s failed", spec.name)
+            raise ToolError(
+                f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
+                "Processes it started were stopped; please report this with the arguments used."
+            ) from None
+        return CallToolResult(
+            content=[TextContent(type="text", text=bounded(result.summary(), MAX_RESULT_CHARS // 2))],
+            structured_content=result.model_dump(mode="json", by_alias=True),
+        )
+
+    params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
+    for name, field in input_model.model_fields.items():
+        if field.is_required():
+            default: Any = inspect.Parameter.empty
+        elif field.default_factory is not None:
+            default = field.default_factory()
+        else:
+            default = field.default
+        annotation = Annotated[field.annotation, *field.metadata, Field(description=field.description)]
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=annotation))
+    handler.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        params, return_annotation=Annotated[CallToolResult, output_model]
+    )
+    handler.__name__ = spec.name
+    description = inspect.cleandoc(input_model.__doc__ or spec.name)
+    app.add_tool(handler, name=spec.name, description=description)
+
+
+def _register_prompt(app: MCPServer, spec: PromptSpec) -> None:
+    def render(**values: str) -> str:
+        return prompts.render(spec.name, **values)
+
+    render.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, annotation=str) for a in spec.arguments],
+        return_annotation=str,
+    )
+    render.__name__ = spec.name
+    render.__annotations__ = {**{a: str for a in spec.arguments}, "return": str}
+    app.prompt(name=spec.name, description=spec.description)(render)
+
+
+def _register_resource(app: MCPServer, workspace: Workspace, spec: ResourceSpec) -> None:
+    from server.catalog import _attr
+
+    reader = _attr(spec.reader)
+    params = [p.strip("{}") for p in spec.uri.split("/") if p.startswith("{")]
+
+    def read(**values: str) -> str:
+        try:
+            return reader(workspace, **values)
+        except UsageError as exc:
+            raise ResourceError(str(exc)) from None
+
+    read.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation=str) for p in params],
+        return_annotation=str,
+    )
+    read.__name__ = spec.name
+    read.__annotations__ = {**{p: str for p in params}, "return": str}
+    app.resource(spec.uri, name=spec.name, description=spec.description, mime_type=spec.mime_type)(read)

@@ -1,0 +1,237 @@
+"""The `rootcause` command: serve, session helpers, and one subcommand per tool.
+
+Tool subcommands are generated from the catalog: the same input model as the MCP tool,
+required text fields as positional arguments, everything else as `--options` (lists
+repeat the option, dicts take NAME=value pairs or JSON, objects take JSON). `--json`
+prints the exact structured result the MCP tool returns. Exit codes: 0 for a call that
+worked (a reproduced failure included), 2 for bad input, 1 for an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from server.catalog import TOOLS, ToolSpec
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _base_type(annotation: Any) -> Any:
+    """Strip Optional/Annotated: the type a CLI value is parsed into."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _base_type(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return _base_type(args[0])
+    return annotation
+
+
+def _add_field(parser: argparse.ArgumentParser, name: str, field: Any) -> None:
+    kind = _base_type(field.annotation)
+    origin = typing.get_origin(kind)
+    help_text = (field.description or "").replace("%", "%%")
+    if kind is str and field.is_required():
+        parser.add_argument(name, help=help_text)
+    elif kind is bool:
+        parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+                            help=help_text)
+    elif kind in (int, float, str):
+        parser.add_argument(_flag(name), dest=name, type=kind, default=None, required=field.is_required(),
+                            help=help_text)
+    elif origin is typing.Literal:
+        parser.add_argument(_flag(name), dest=name, choices=[str(c) for c in typing.get_args(kind)],
+                            default=None, required=field.is_required(), help=help_text)
+    elif origin is list and _base_type(typing.get_args(kind)[0]) in (str, int, float):
+        parser.add_argument(_flag(name), dest=name, action="append", default=None,
+                            required=field.is_required(), help=f"{help_text} (repeat for several)")
+    elif origin is dict:
+        parser.add_argument(_flag(name), dest=name, action="append", default=None, metavar="NAME=VALUE|JSON",
+                            required=field.is_required(), help=f"{help_text} (repeat NAME=VALUE, or one JSON object)")
+    else:
+        parser.add_argument(_flag(name), dest=name, default=None, metavar="JSON", required=field.is_required(),
+                            help=f"{help_text} (JSON)")
+
+
+def _collect(model: type, ns: argparse.Namespace) -> dict[str, Any]:
+    from tools.errors import UsageError
+
+    arguments: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        value = getattr(ns, name, None)
+        if value is None:
+            continue
+        kind = _base_type(field.annotation)
+        origin = typing.get_origin(kind)
+        if origin is dict:
+            merged: dict[str, Any] = {}
+            for item in value:
+                if item.lstrip().startswith("{"):
+                    merged.update(_json(name, item))
+                elif "=" in item:
+                    key, _, val = item.partition("=")
+                    merged[key] = val
+                else:
+                    raise UsageError(f"--{name.replace('_', '-')} {item!r} is not NAME=VALUE or JSON.",
+                                     "write e.g. --env NCCL_DEBUG=INFO")
+            value = merged
+        elif kind not in (str, int, float, bool) and origin not in (list, typing.Literal) and isinstance(value, str):
+            value = _json(name, value)
+        arguments[name] = value
+    return arguments
+
+
+def _json(name: str, text: str) -> Any:
+    from tools.errors import UsageError
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--{name.replace('_', '-')} is not valid JSON: {exc}.", "quote the JSON for your shell") from None
+
+
+def _progress_sink():
+    from rich.console import Console
+
+    console = Console(stderr=True)
+
+    async def progress(done: float, total: float | None, message: str) -> None:
+        console.print(f"[dim]… {message}[/dim]")
+
+    return progress
+
+
+def run_tool(spec: ToolSpec, arguments: dict[str, Any], root: Path, as_json: bool) -> int:
+    from server.invoke import call_engine
+    from tools.context import ToolContext
+    from tools.errors import UsageError
+
+    try:
+        ctx = ToolContext.for_root(root, None if as_json else _progress_sink())
+        result = asyncio.run(call_engine(spec, arguments, ctx))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted; processes started by this call were stopped", file=sys.stderr)
+        return 130
+    if as_json:
+        print(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False))
+    else:
+        print(result.summary())
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rootcause",
+        description="A disciplined debugging protocol as MCP tools (and this CLI) for coding agents.",
+    )
+    parser.add_argument("--root", default=None, help="the repository to work in (default: the current directory)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--root", dest="serve_root", default=None, help="repository root (default: cwd)")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback by default)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port")
+
+    session = sub.add_parser("session", help="start, show or list debugging sessions")
+    session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
+    start = session_sub.add_parser("start", help="start a session (same as start-session)")
+    start.add_argument("symptom")
+    start.add_argument("--path-hint", dest="path_hint", choices=["quick", "full"], default=None)
+    start.add_argument("--json", action="store_true", dest="as_json")
+    show = session_sub.add_parser("show", help="print a session's Markdown report")
+    show.add_argument("session_id")
+    show.add_argument("--json", action="store_true", dest="as_json")
+    session_sub.add_parser("list", help="list session ids")
+
+    for spec in TOOLS:
+        try:
+            _, input_model, _ = spec.load()
+        except ModuleNotFoundError:
+            continue
+        doc = (input_model.__doc__ or spec.name).strip().splitlines()[0]
+        tool_parser = sub.add_parser(spec.name.replace("_", "-"), help=doc, description=doc)
+        for name, field in input_model.model_fields.items():
+            _add_field(tool_parser, name, field)
+        tool_parser.add_argument("--json", action="store_true", dest="as_json",
+                                 help="print the exact structured result")
+        tool_parser.set_defaults(tool=spec)
+    return parser
+
+
+def _serve(args: argparse.Namespace, root: Path) -> int:
+    from tools.errors import UsageError
+
+    try:
+        from server.app import build_server
+
+        app = build_server(root)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.transport == "stdio":
+        app.run("stdio")
+        return EXIT_OK
+    from server.http import serve_http
+
+    return serve_http(app, args.host, args.port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    root = Path(getattr(args, "serve_root", None) or args.root or os.getcwd())
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    if args.command == "serve":
+        return _serve(args, root)
+    if args.command == "session":
+        return _session(args, root)
+    spec: ToolSpec = args.tool
+    try:
+        _, input_model, _ = spec.load()
+        arguments = _collect(input_model, args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return run_tool(spec, arguments, root, args.as_json)
+
+
+def _session(args: argparse.Namespace, root: Path) -> int:
+    by_name = {t.name: t for t in TOOLS}
+    if args.session_command == "start":
+        return run_tool(by_name["start_session"], {"symptom": args.symptom, "path_hint": args.path_hint}, root,
+                        args.as_json)
+    if args.session_command == "show":
+        from server.catalog import ToolSpec as Spec
+
+        report = Spec("session_report", "tools.sessions:session_report", "tools.sessions:SessionIdInput",
+                      "tools.sessions:SessionReport")
+        return run_tool(report, {"session_id": args.session_id}, root, args.as_json)
+    from tools.sessions import SessionStore
+    from tools.workspace import Workspace
+
+    for session_id in SessionStore(Workspace(root)).list_ids():
+        print(session_id)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""The MCP surface through the in-memory client: tools, prompts, resources, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from server.catalog import PROMPTS, TOOLS
+from tests.conftest import error_text, memory_client, structured
+
+pytestmark = pytest.mark.anyio
+CONTRACT_TOOLS = {
+    "start_session", "reproduce", "diagnose_log", "check_constraints", "bisect_env", "bisect_versions",
+    "bisect_commits", "compare_setups", "verify_hypothesis", "record_fix_attempt", "check_collateral",
+    "close_session", "capture_knowledge", "inspect_checkpoint", "analyze_training_log",
+}
+
+
+def test_catalog_names_the_contract() -> None:
+    assert {t.name for t in TOOLS} == CONTRACT_TOOLS
+    assert {p.name for p in PROMPTS} == {"debug_protocol", "quick_path", "verification_subagent",
+                                         "distributed_checklist", "numerical_checklist"}
+
+
+async def test_every_contract_tool_is_served(repo: Path) -> None:
+    async with memory_client(repo) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == CONTRACT_TOOLS
+    for tool in tools.values():
+        assert tool.description and tool.output_schema, tool.name
+
+
+async def test_start_session_and_report_resource(repo: Path) -> None:
+    async with memory_client(repo) as client:
+        result = await client.call_tool("start_session", {"symptom": "loss is NaN after step 1200 with FSDP2"})
+        data = structured(result)
+        assert data["path"] == "full" and data["category"] == "nonfinite"
+        assert "FULL path" in result.content[0].text
+        report = await client.read_resource(f"rootcause://sessions/{data['session_id']}")
+        text = report.contents[0].text
+        assert text.startswith(f"# rootcause session {data['session_id']}")
+        assert "loss is NaN after step 1200" in text
+
+
+async def test_bad_input_is_specific(repo: Path) -> None:
+    async with memory_client(repo) as client:
+        assert "symptom is empty" in error_text(await client.call_tool("start_session", {"symptom": ""}))
+        assert "unknown session '20200101-000000-abcdef'" in error_text(
+            await client.call_tool("close_session", {"session_id": "20200101-000000-abcdef"}))
+        assert "malformed" in error_text(await client.call_tool("close_session", {"session_id": "nope"}))
+        with pytest.raises(Exception, match="unknown session"):
+            await client.read_resource("rootcause://sessions/20200101-000000-abcdef")
+
+
+async def test_prompts_render(repo: Path) -> None:
+    async with memory_client(repo) as client:
+        listed = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert set(listed) == {p.name for p in PROMPTS}
+        assert [a.name for a in listed["verification_subagent"].arguments] == ["conclusion", "evidence"]
+        rendered = await client.get_prompt("verification_subagent",
+                                           {"conclusion": "the LR warmup causes the NaN",
+                                            "evidence": "run A (warmup 0) NaN at step 3; run B finite"})
+        text = rendered.messages[0].content.text
+        assert "the LR warmup causes the NaN" in text and "run B finite" in text
+        assert "CONFIRMED" in text and "CHALLENGED" in text and "INSUFFICIENT_EVIDENCE" in text
+        assert "{{" not in text
+        for name in ("debug_protocol", "quick_path"):
+            body = (await client.get_prompt(name, {"symptom": "rank 2 hangs"})).messages[0].content.text
+            assert "rank 2 hangs" in body
+        for name in ("distributed_checklist", "numerical_checklist"):
+            body = (await client.get_prompt(name, {})).messages[0].content.text
+            assert body.startswith("# ")

@@ -1,0 +1,88 @@
+"""The real thing: `rootcause serve` as a subprocess, driven by the official MCP stdio client."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import error_text, rootcause_executable, stdio_client, structured
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_stdio_session_prompts_and_resource(repo: Path) -> None:
+    async with stdio_client(repo) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "start_session" in names
+        prompts = {p.name for p in (await client.list_prompts()).prompts}
+        assert prompts == {"debug_protocol", "quick_path", "verification_subagent", "distributed_checklist",
+                           "numerical_checklist"}
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert "rootcause://sessions/{session_id}" in templates
+        data = structured(await client.call_tool("start_session", {"symptom": "rank 0 hangs in barrier"}))
+        assert data["path"] == "full" and data["category"] == "hang"
+        report = (await client.read_resource(f"rootcause://sessions/{data['session_id']}")).contents[0].text
+        assert "rank 0 hangs in barrier" in report
+        assert "symptom is empty" in error_text(await client.call_tool("start_session", {"symptom": " "}))
+        rendered = await client.get_prompt("verification_subagent", {"conclusion": "C1", "evidence": "E1"})
+        assert "C1" in rendered.messages[0].content.text and "E1" in rendered.messages[0].content.text
+
+
+async def test_server_starts_inside_repo_with_server_and_tools_folders(repo: Path) -> None:
+    """A user's repository with its own server/ and tools/ packages must not shadow ours."""
+    for name in ("server", "tools", "prompts"):
+        (repo / name).mkdir()
+        (repo / name / "__init__.py").write_text("raise ImportError('shadowed: the user package was imported')\n")
+    async with stdio_client(repo) as client:
+        data = structured(await client.call_tool("start_session", {"symptom": "ValueError: bad"}))
+        assert data["category"] == "python_exception"
+
+
+def test_cli_session_start_and_show_match_tools(repo: Path) -> None:
+    exe = rootcause_executable()
+    started = subprocess.run([exe, "--root", str(repo), "session", "start", "loss is NaN", "--json"],
+                             capture_output=True, text=True, check=True)
+    data = json.loads(started.stdout)
+    assert data["category"] == "nonfinite"
+    shown = subprocess.run([exe, "--root", str(repo), "session", "show", data["session_id"]],
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout.startswith(f"# rootcause session {data['session_id']}")
+    bad = subprocess.run([exe, "--root", str(repo), "session", "show", "20200101-000000-abcdef"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown session" in bad.stderr
+
+
+def test_tools_list_latency(repo: Path) -> None:
+    """Records start-up to tools/list; the budget is checked by bench/, this only guards a regression."""
+    import anyio
+
+    async def once() -> float:
+        started = time.perf_counter()
+        async with stdio_client(repo) as client:
+            await client.list_tools()
+        return time.perf_counter() - started
+
+    elapsed = min(anyio.run(once) for _ in range(2))
+    assert elapsed < 10, f"tools/list took {elapsed:.2f}s"
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+@pytest.mark.parametrize("method", ["tools/list", "prompts/list"])
+def test_mcp_inspector_cli(repo: Path, method: str) -> None:
+    proc = subprocess.run(
+        ["npx", "-y", "@modelcontextprotocol/inspector@2.12.0", "--cli", rootcause_executable(), "serve",
+         "--root", str(repo), "--method", method],
+        capture_output=True, text=True, timeout=240, cwd=repo,
+    )
+    if proc.returncode != 0 and "ENOTFOUND" in proc.stderr + proc.stdout:
+        pytest.skip("npm registry unreachable")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    listed = json.loads(proc.stdout)
+    key = method.split("/")[0]
+    names = {item["name"] for item in listed[key]}
+    assert ("start_session" if key == "tools" else "debug_protocol") in names

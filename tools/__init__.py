@@ -1,0 +1,1 @@
+"""rootcause engines: plain functions over pydantic models, no MCP imports."""

@@ -1,0 +1,47 @@
+"""The Diagnosis data model shared by reproduce, diagnose_log and every tool that reads a failure."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+SIGNATURE_VERSION = "v1"
+
+
+class Frame(BaseModel):
+    file: str
+    line: int | None = None
+    function: str | None = None
+    in_project: bool = False
+
+
+class RankInfo(BaseModel):
+    outcome: str
+    first_error: str | None = None
+
+
+class StackSummary(BaseModel):
+    pid: int | None = None
+    rank: int | None = None
+    frames: list[str] = Field(default_factory=list)
+    """Innermost last, as `module:function (file:line)`."""
+    collective: str | None = None
+    """The collective the process waits in (all_reduce, barrier, ...), when one is on its stack."""
+
+
+class Diagnosis(BaseModel):
+    category: str
+    exception_type: str | None = None
+    message: str = ""
+    keywords: list[str] = Field(default_factory=list)
+    signature: str
+    location: str | None = None
+    frames: list[Frame] = Field(default_factory=list)
+    ranks: dict[str, RankInfo] = Field(default_factory=dict)
+    stacks: list[StackSummary] = Field(default_factory=list)
+    failed_tests: list[str] = Field(default_factory=list)
+    excerpt: str = ""
+
+    def one_line(self) -> str:
+        what = f"{self.exception_type}: {self.message}" if self.exception_type else self.message
+        where = f" at {self.location}" if self.location else ""
+        return f"[{self.category}] {what[:300]}{where}"

@@ -1,0 +1,82 @@
+"""Read-only facts about the root's git repository (gitpython); None/empty outside a repo."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+import git
+
+from tools.errors import UsageError
+
+
+@lru_cache(maxsize=32)
+def _repo(root: str) -> git.Repo | None:
+    try:
+        return git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return None
+
+
+def repo_for(root: Path) -> git.Repo | None:
+    return _repo(str(root))
+
+
+def head_sha(root: Path) -> str | None:
+    repo = repo_for(root)
+    if repo is None:
+        return None
+    try:
+        return repo.head.commit.hexsha
+    except ValueError:  # no commits yet
+        return None
+
+
+def working_tree_diff(root: Path) -> str:
+    """`git diff HEAD` plus the names of untracked files: the edits since the last commit."""
+    repo = repo_for(root)
+    if repo is None:
+        return ""
+    try:
+        diff = repo.git.diff("HEAD") if head_sha(root) else repo.git.diff("--cached")
+    except git.GitCommandError:
+        diff = ""
+    untracked = "\n".join(sorted(repo.untracked_files))
+    return diff + ("\n--untracked--\n" + untracked if untracked else "")
+
+
+def diff_hash(root: Path) -> str:
+    return hashlib.sha256(working_tree_diff(root).encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def recent_commits(root: Path, count: int = 10) -> list[str]:
+    repo = repo_for(root)
+    if repo is None or head_sha(root) is None:
+        return []
+    return repo.git.log("--oneline", f"-{count}").splitlines()
+
+
+def changed_files(root: Path) -> list[str]:
+    """Paths (relative to the repository top) changed in the working tree: staged, unstaged, untracked."""
+    repo = repo_for(root)
+    if repo is None:
+        return []
+    names: set[str] = set(repo.untracked_files)
+    if head_sha(root):
+        names.update(d.a_path or d.b_path for d in repo.index.diff("HEAD"))
+    names.update(d.a_path or d.b_path for d in repo.index.diff(None))
+    return sorted(n for n in names if n)
+
+
+def resolve_ref(root: Path, ref: str) -> str:
+    """The commit sha a ref names; refuses option-like refs and refs that do not resolve."""
+    if not ref or ref.startswith("-") or any(c in ref for c in "\x00\n\r "):
+        raise UsageError(f"git ref {ref!r} is not a valid ref.", "name a branch, tag or commit (not an option)")
+    repo = repo_for(root)
+    if repo is None:
+        raise UsageError(f"{root} is not inside a git repository.", "run the server in a git checkout")
+    try:
+        return repo.git.rev_parse("--verify", "--end-of-options", f"{ref}^{{commit}}")
+    except git.GitCommandError:
+        raise UsageError(f"git ref {ref!r} does not resolve to a commit.", "check `git log --oneline`") from None

@@ -1,0 +1,53 @@
+"""2-3 search keywords a human would pick from an error message or a symptom."""
+
+from __future__ import annotations
+
+import re
+
+# Terms of the field that are worth searching for whenever they appear, most telling first.
+DOMAIN_TERMS: tuple[str, ...] = (
+    "FSDP2", "FSDP", "DTensor", "DCP", "state_dict", "load_state_dict", "NCCL", "gloo", "c10d",
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "barrier", "watchdog",
+    "torchrun", "rendezvous", "sequence parallel", "Ulysses", "MoE", "expert", "grad_norm",
+    "gradient accumulation", "clip_grad_norm", "NaN", "Inf", "OOM", "out of memory", "bf16", "bfloat16",
+    "fp16", "float32", "checkpoint", "collator", "patchgen", "generated", "transformers", "attention",
+    "flash_attn", "device mesh", "sharding", "optimizer", "lr", "loss", "dataloader", "tokenizer",
+)
+
+_EXC = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Failure|Warning))\b")
+_IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z0-9]+_[a-z0-9_]+)\b")
+_QUOTED = re.compile(r"['\"`]([A-Za-z_][\w.]{2,60})['\"`]")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{3,}")
+_STOP = frozenset(
+    """when with that this from have after before every into only than then there their were which while
+    about error errors fails failed failing failure does doesn work works working broken again also just
+    some same like more most much very runs running training train model after step steps during getting
+    gets shows happens still should would could cannot expected found line file value values sometimes""".split()
+)
+
+
+def extract_keywords(text: str, limit: int = 3) -> list[str]:
+    found: list[str] = []
+
+    def add(term: str) -> None:
+        if term and term.lower() not in {f.lower() for f in found} and len(found) < limit:
+            found.append(term)
+
+    for m in _EXC.finditer(text):
+        add(m.group(1))
+    lowered = text.lower()
+    for term in DOMAIN_TERMS:
+        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(term.lower())}(?![A-Za-z0-9_])", lowered):
+            add(term)
+    for m in _QUOTED.finditer(text):
+        add(m.group(1))
+    for m in _IDENT.finditer(text):
+        add(m.group(1))
+    if len(found) < 2:
+        words = sorted(
+            {w for w in _WORD.findall(text) if w.lower() not in _STOP},
+            key=lambda w: (-len(w), w),
+        )
+        for w in words:
+            add(w)
+    return found

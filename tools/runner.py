@@ -1,0 +1,373 @@
+"""The one process runner: every tool that runs a command runs it through `run_process`.
+
+The child writes stdout and stderr straight into `.rootcause/runs/<run_id>/log.txt` (one
+file, so interleaved rank output keeps its order) and the server never holds the output
+in memory: the head and tail are read back from the file. The child has its own session
+(process group), stdin closed, PYTHONFAULTHANDLER and PYTHONUNBUFFERED set, and a marker
+variable ROOTCAUSE_RUN_ID that finds descendants which left the group. On a wall-clock or
+idle timeout the Python stacks of the whole tree are captured first (py-spy, else
+SIGABRT into faulthandler), then the tree is terminated: SIGTERM, grace, SIGKILL. The
+same teardown runs in a `finally`, so a cancelled call leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shlex
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import psutil
+from pydantic import BaseModel, Field
+
+from tools.context import ProgressSink, _no_progress
+from tools.errors import UsageError
+from tools.workspace import Workspace
+
+Outcome = Literal["pass", "fail", "hang", "crash"]
+HEAD_BYTES = 6_000
+TAIL_BYTES = 14_000
+KILL_GRACE_S = 3.0
+PROGRESS_EVERY_S = 5.0
+RUN_MARKER = "ROOTCAUSE_RUN_ID"
+_ENV_NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+class RunSpec(BaseModel):
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = 900.0
+    idle_timeout_s: float | None = None
+    label: str = "run"
+
+
+class ProcessStack(BaseModel):
+    pid: int
+    cmdline: str
+    method: Literal["py-spy", "faulthandler", "none"]
+    text: str
+
+
+class RunRecord(BaseModel):
+    run_id: str
+    argv: list[str]
+    cwd: str
+    outcome: Outcome
+    exit_code: int | None
+    signal: int | None
+    duration_s: float
+    timed_out: Literal["wall", "idle"] | None = None
+    log_path: str
+    log_bytes: int
+    head: str
+    tail: str
+    stacks: list[ProcessStack] = Field(default_factory=list)
+    env_overrides: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def output(self) -> str:
+        """Head and tail of the log (the whole log when it is small)."""
+        if self.log_bytes <= HEAD_BYTES + TAIL_BYTES:
+            return self.head
+        return f"{self.head}\n… [{self.log_bytes - HEAD_BYTES - TAIL_BYTES} bytes omitted] …\n{self.tail}"
+
+
+def parse_command(command: str | list[str], shell: bool = False) -> tuple[list[str], dict[str, str]]:
+    """argv and env from a command: a string is split like a shell would, leading NAME=value go to env."""
+    if isinstance(command, list):
+        words = [str(w) for w in command]
+        if shell:
+            words = ["/bin/sh", "-c", shlex.join(words)]
+            return words, {}
+    else:
+        if not command.strip():
+            raise UsageError("command is empty.", "give the command that reproduces the failure, e.g. 'pytest -x tests/'")
+        if "\x00" in command:
+            raise UsageError("command contains a NUL byte.", "remove it")
+        if shell:
+            return ["/bin/sh", "-c", command], {}
+        try:
+            words = shlex.split(command)
+        except ValueError as exc:
+            raise UsageError(f"command cannot be split into words: {exc}.", "balance the quotes") from None
+    env: dict[str, str] = {}
+    while words and "=" in words[0] and not words[0].startswith("="):
+        name, _, value = words[0].partition("=")
+        if not set(name) <= _ENV_NAME_CHARS or name[0].isdigit():
+            break
+        env[name] = value
+        words = words[1:]
+    if not words or not words[0].strip():
+        raise UsageError("command is empty.", "give the command that reproduces the failure, e.g. 'pytest -x tests/'")
+    return words, env
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+
+
+def run_dir(workspace: Workspace, run_id: str) -> Path:
+    if not run_id or "/" in run_id or run_id.startswith(".") or len(run_id) > 64:
+        raise UsageError(f"run id {run_id!r} is malformed.", "use a run_id from a reproduce result")
+    path = workspace.root / ".rootcause" / "runs" / run_id
+    if not (path / "log.txt").is_file():
+        raise UsageError(f"unknown run {run_id!r}.", "use a run_id from a reproduce result")
+    return path
+
+
+def _resolve_program(argv: list[str], env: dict[str, str], cwd: Path) -> str:
+    from shutil import which
+
+    program = argv[0]
+    if os.sep in program:
+        path = Path(program) if Path(program).is_absolute() else cwd / program
+        if not path.exists():
+            raise UsageError(f"command not found: {program} (no such file under {cwd}).", "check the path")
+        return str(path)
+    found = which(program, path=env.get("PATH"))
+    if not found:
+        raise UsageError(f"command not found: {program}.",
+                         "install it, give its full path, or pass python= for the project's interpreter")
+    return found
+
+
+def _read_head_tail(path: Path) -> tuple[str, str, int]:
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(HEAD_BYTES)
+        tail = b""
+        if size > HEAD_BYTES:
+            fh.seek(max(HEAD_BYTES, size - TAIL_BYTES))
+            tail = fh.read()
+    return head.decode("utf-8", "replace"), tail.decode("utf-8", "replace"), size
+
+
+def _last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 2048))
+            lines = fh.read().decode("utf-8", "replace").strip().splitlines()
+        return lines[-1][:200] if lines else ""
+    except OSError:
+        return ""
+
+
+def process_tree(pid: int, run_id: str | None = None, since: float | None = None) -> list[psutil.Process]:
+    """The process and every descendant, plus (by the run marker) any that were re-parented away."""
+    found: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(pid)
+        found[root.pid] = root
+        for child in root.children(recursive=True):
+            found[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    if run_id is not None:
+        for proc in _marked_processes(run_id, since):
+            found.setdefault(proc.pid, proc)
+    return list(found.values())
+
+
+def _marked_processes(run_id: str, since: float | None) -> list[psutil.Process]:
+    marked = []
+    own = os.getpid()
+    for proc in psutil.process_iter(["create_time"]):
+        if proc.pid == own or (since is not None and (proc.info["create_time"] or 0) < since - 1):
+            continue
+        try:
+            if proc.environ().get(RUN_MARKER) == run_id:
+                marked.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return marked
+
+
+def _py_spy() -> str | None:
+    from shutil import which
+
+    candidate = Path(sys.executable).parent / "py-spy"
+    if candidate.is_file():
+        return str(candidate)
+    return which("py-spy")
+
+
+def _is_python(proc: psutil.Process) -> bool:
+    try:
+        name = proc.name().lower()
+        exe = os.path.basename(proc.exe()).lower() if proc.exe() else ""
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+        return False
+    return "python" in name or "python" in exe or name in {"pytest", "torchrun"}
+
+
+async def capture_stacks(procs: list[psutil.Process], log_path: Path) -> list[ProcessStack]:
+    """Python stacks of every Python process: py-spy dump each, else SIGABRT for faulthandler."""
+    py_spy = _py_spy()
+    pythons = [p for p in procs if _is_python(p)]
+
+    async def dump(proc: psutil.Process) -> ProcessStack:
+        try:
+            cmdline = " ".join(proc.cmdline())[:300]
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            cmdline = ""
+        if py_spy:
+            try:
+                child = await asyncio.create_subprocess_exec(
+                    py_spy, "dump", "--pid", str(proc.pid), stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                )
+                out, err = await asyncio.wait_for(child.communicate(), timeout=15)
+                if child.returncode == 0 and out.strip():
+                    return ProcessStack(pid=proc.pid, cmdline=cmdline, method="py-spy",
+                                        text=out.decode("utf-8", "replace")[:8000])
+            except (TimeoutError, OSError):
+                pass
+        return ProcessStack(pid=proc.pid, cmdline=cmdline, method="none", text="")
+
+    stacks = list(await asyncio.gather(*(dump(p) for p in pythons)))
+    missing = [s for s in stacks if s.method == "none"]
+    if missing:
+        before = log_path.stat().st_size if log_path.exists() else 0
+        for stack in missing:
+            try:
+                os.kill(stack.pid, signal.SIGABRT)
+            except ProcessLookupError:
+                continue
+        await asyncio.sleep(1.0)
+        with open(log_path, "rb") as fh:
+            fh.seek(before)
+            dumped = fh.read(200_000).decode("utf-8", "replace")
+        for stack in missing:
+            if "Fatal Python error" in dumped or "Current thread" in dumped or "Thread 0x" in dumped:
+                stack.method = "faulthandler"
+                stack.text = dumped[:8000]
+    return stacks
+
+
+async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
+    """SIGTERM the group and every process, wait a grace period, SIGKILL what is left."""
+    if pgid is not None:
+        try:
+            os.killpg(pgid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for proc in procs:
+        try:
+            proc.send_signal(signal.SIGTERM)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    _, alive = await asyncio.to_thread(psutil.wait_procs, procs, KILL_GRACE_S)
+    if pgid is not None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for proc in alive:
+        try:
+            proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    if alive:
+        await asyncio.to_thread(psutil.wait_procs, alive, 2.0)
+
+
+async def run_process(
+    spec: RunSpec, workspace: Workspace, progress: ProgressSink | None = None, run_id: str | None = None
+) -> RunRecord:
+    """Run one command to completion or timeout; the record points at the full log on disk."""
+    progress = progress or _no_progress
+    if spec.timeout_s <= 0:
+        raise UsageError(f"timeout_s must be > 0, got {spec.timeout_s}.", "give seconds, e.g. timeout_s=900")
+    if spec.idle_timeout_s is not None and spec.idle_timeout_s <= 0:
+        raise UsageError(f"idle_timeout_s must be > 0, got {spec.idle_timeout_s}.", "omit it or give seconds")
+    run_id = run_id or new_run_id()
+    env = {**os.environ, **spec.env, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", RUN_MARKER: run_id}
+    program = _resolve_program(spec.argv, env, spec.cwd)
+    folder = workspace.state_dir("runs", run_id)
+    log_path = folder / "log.txt"
+    (folder / "meta.json").write_text(json.dumps(
+        {"run_id": run_id, "argv": spec.argv, "cwd": str(spec.cwd), "label": spec.label,
+         "env_overrides": spec.env, "started": time.time()}), encoding="utf-8")
+    started = time.monotonic()
+    started_wall = time.time()
+    timed_out: Literal["wall", "idle"] | None = None
+    stacks: list[ProcessStack] = []
+    with open(log_path, "ab", buffering=0) as log:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                program, *spec.argv[1:], stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
+                cwd=str(spec.cwd), env=env, start_new_session=True,
+            )
+        except (PermissionError, OSError) as exc:
+            raise UsageError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}.", "check the command") from None
+        pgid = proc.pid
+        try:
+            last_size, last_growth, last_progress = 0, started, started
+            while True:
+                now = time.monotonic()
+                wait_for = min(1.0, max(0.05, spec.timeout_s - (now - started)))
+                try:
+                    await asyncio.wait_for(proc.wait(), timeout=wait_for)
+                    break
+                except TimeoutError:
+                    pass
+                now = time.monotonic()
+                size = log_path.stat().st_size
+                if size != last_size:
+                    last_size, last_growth = size, now
+                if now - started >= spec.timeout_s:
+                    timed_out = "wall"
+                elif spec.idle_timeout_s is not None and now - last_growth >= spec.idle_timeout_s:
+                    timed_out = "idle"
+                if timed_out:
+                    await progress(now - started, spec.timeout_s, f"{spec.label}: {timed_out} timeout, capturing stacks")
+                    stacks = await capture_stacks(process_tree(proc.pid, run_id, started_wall), log_path)
+                    break
+                if now - last_progress >= PROGRESS_EVERY_S:
+                    last_progress = now
+                    await progress(now - started, spec.timeout_s,
+                                   f"{spec.label}: {now - started:.0f}s, last line: {_last_line(log_path)}")
+        finally:
+            # Runs on success, timeout, error and cancellation alike: nothing outlives the call.
+            leftovers = [p for p in process_tree(proc.pid, run_id, started_wall) if p.is_running()]
+            if leftovers or proc.returncode is None:
+                await asyncio.shield(kill_tree(leftovers, pgid))
+            if proc.returncode is None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5)
+                except TimeoutError:
+                    pass
+    duration = time.monotonic() - started
+    code = proc.returncode
+    sig = -code if code is not None and code < 0 else None
+    if sig is None and code is not None and code > 128 and spec.argv[:2] == ["/bin/sh", "-c"]:
+        sig = code - 128
+    if timed_out:
+        outcome: Outcome = "hang"
+    elif code == 0:
+        outcome = "pass"
+    elif sig is not None:
+        outcome = "crash"
+    else:
+        outcome = "fail"
+    head, tail, size = _read_head_tail(log_path)
+    if stacks:
+        (folder / "stacks.txt").write_text(
+            "\n\n".join(f"== pid {s.pid} ({s.method}) {s.cmdline}\n{s.text}" for s in stacks), encoding="utf-8")
+    record = RunRecord(
+        run_id=run_id, argv=spec.argv, cwd=str(spec.cwd), outcome=outcome, exit_code=code, signal=sig,
+        duration_s=round(duration, 3), timed_out=timed_out, log_path=workspace.relative(log_path), log_bytes=size,
+        head=head, tail=tail, stacks=stacks, env_overrides=spec.env,
+    )
+    (folder / "record.json").write_text(record.model_dump_json(exclude={"head", "tail"}), encoding="utf-8")
+    return record
