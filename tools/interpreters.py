@@ -52,3 +52,42 @@ def activation_env(python: Path) -> dict[str, str]:
     if venv is not None:
         env["VIRTUAL_ENV"] = str(venv)
     return env
+
+
+def uv_binary() -> str:
+    """The uv executable shipped by the `uv` wheel (not looked up on PATH)."""
+    import uv
+
+    return uv.find_uv_bin()
+
+
+def parse_freeze(text: str) -> dict[str, str]:
+    """`name==version` lines (also `name @ url`) to {normalised name: version-or-url}."""
+    from packaging.utils import canonicalize_name
+
+    packages: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "-")):
+            continue
+        if "==" in line:
+            name, _, version = line.partition("==")
+        elif " @ " in line:
+            name, _, version = line.partition(" @ ")
+        else:
+            continue
+        packages[canonicalize_name(name.strip())] = version.strip()
+    return packages
+
+
+async def freeze(workspace: Workspace, python: Path) -> dict[str, str]:
+    """Installed packages of an interpreter, via `uv pip freeze --python` through the shared runner."""
+    from tools.runner import run_captured
+
+    record, output = await run_captured([uv_binary(), "pip", "freeze", "--python", str(python)], workspace,
+                                        env={"UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1"},
+                                        timeout_s=120, label="uv pip freeze")
+    if record.outcome != "pass":
+        raise UsageError(f"`uv pip freeze --python {python}` failed: {output.strip()[-500:]}",
+                         "check that the interpreter exists and is a Python environment")
+    return parse_freeze(output)

@@ -21,8 +21,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{3,}")
 _STOP = frozenset(
     """when with that this from have after before every into only than then there their were which while
     about error errors fails failed failing failure does doesn work works working broken again also just
-    some same like more most much very runs running training train model after step steps during getting
-    gets shows happens still should would could cannot expected found line file value values sometimes""".split()
+    some same like more most much very runs running training train model step steps during getting
+    gets shows happens still should would could cannot expected found line file value values sometimes
+    import imported""".split()
 )
 
 

@@ -226,7 +226,7 @@ async def capture_stacks(procs: list[psutil.Process], log_path: Path) -> list[Pr
                     py_spy, "dump", "--pid", str(proc.pid), stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 )
-                out, err = await asyncio.wait_for(child.communicate(), timeout=15)
+                out, _err = await asyncio.wait_for(child.communicate(), timeout=15)
                 if child.returncode == 0 and out.strip():
                     return ProcessStack(pid=proc.pid, cmdline=cmdline, method="py-spy",
                                         text=out.decode("utf-8", "replace")[:8000])
@@ -371,3 +371,21 @@ async def run_process(
     )
     (folder / "record.json").write_text(record.model_dump_json(exclude={"head", "tail"}), encoding="utf-8")
     return record
+
+
+def read_output(record: RunRecord, workspace: Workspace, limit: int = 5_000_000) -> str:
+    """The whole log of a run (up to limit bytes): for tools that parse a command's output."""
+    with open(workspace.root / record.log_path, "rb") as fh:
+        return fh.read(limit).decode("utf-8", "replace")
+
+
+async def run_captured(
+    argv: list[str], workspace: Workspace, *, cwd: Path | None = None, env: dict[str, str] | None = None,
+    timeout_s: float = 300.0, label: str = "helper", progress: ProgressSink | None = None,
+) -> tuple[RunRecord, str]:
+    """Run an internal helper command (uv, git, py-spy...) through the same runner; return record and output."""
+    record = await run_process(
+        RunSpec(argv=argv, cwd=cwd or workspace.root, env=env or {}, timeout_s=timeout_s, label=label),
+        workspace, progress,
+    )
+    return record, read_output(record, workspace)
