@@ -89,7 +89,7 @@ def parse_command(command: str | list[str], shell: bool = False) -> tuple[list[s
             return words, {}
     else:
         if not command.strip():
-            raise UsageError("command is empty.", "give the command that reproduces the failure, e.g. 'pytest -x tests/'")
+            raise UsageError("command is empty.", "give the command that reproduces the failure, e.g. 'pytest -x'")
         if "\x00" in command:
             raise UsageError("command contains a NUL byte.", "remove it")
         if shell:
@@ -330,7 +330,8 @@ async def run_process(
                 elif spec.idle_timeout_s is not None and now - last_growth >= spec.idle_timeout_s:
                     timed_out = "idle"
                 if timed_out:
-                    await progress(now - started, spec.timeout_s, f"{spec.label}: {timed_out} timeout, capturing stacks")
+                    note = f"{spec.label}: {timed_out} timeout, capturing stacks"
+                    await progress(now - started, spec.timeout_s, note)
                     stacks = await capture_stacks(process_tree(proc.pid, run_id, started_wall), log_path)
                     break
                 if now - last_progress >= PROGRESS_EVERY_S:
