@@ -100,7 +100,8 @@ def _json(name: str, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"--{name.replace('_', '-')} is not valid JSON: {exc}.", "quote the JSON for your shell") from None
+        hint = "quote the JSON for your shell"
+        raise UsageError(f"--{name.replace('_', '-')} is not valid JSON: {exc}.", hint) from None
 
 
 def _progress_sink():
