@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", dest="as_json")
     session_sub.add_parser("list", help="list session ids")
+    _add_setup_commands(sub)
 
     for spec in TOOLS:
         try:
@@ -205,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args, root)
     if args.command == "session":
         return _session(args, root)
+    if args.command in ("install", "init", "demo"):
+        return _setup_command(args)
     spec: ToolSpec = args.tool
     try:
         _, input_model, _ = spec.load()
@@ -232,6 +235,43 @@ def _session(args: argparse.Namespace, root: Path) -> int:
     for session_id in SessionStore(Workspace(root)).list_ids():
         print(session_id)
     return EXIT_OK
+
+
+def _add_setup_commands(sub: Any) -> None:
+    install = sub.add_parser("install", help="configure an MCP client (Claude Code, Cursor, VS Code) for a repository",
+                             description="Write or merge the client's project MCP config with a `rootcause serve` "
+                                         "entry and install the rootcause-debug skill. Other servers are kept; "
+                                         "running it twice changes nothing.")
+    install.add_argument("--client", required=True, choices=["claude", "cursor", "vscode", "all"])
+    install.add_argument("--repo", default=None, help="the repository to configure (default: the current directory)")
+    install.add_argument("--dry-run", action="store_true", help="print what would be written and write nothing")
+    init = sub.add_parser("init", help="create starter .agents/knowledge files (never overwrites)")
+    init.add_argument("--repo", default=None, help="the repository (default: the current directory)")
+    demo = sub.add_parser("demo", help="debug a bundled example project end to end through the MCP server")
+    demo.add_argument("--keep", action="store_true", help="keep the example repository and print its path")
+
+
+def _setup_command(args: argparse.Namespace) -> int:
+    from tools.errors import UsageError
+
+    try:
+        if args.command == "install":
+            from tools.install import install
+
+            plan = install(args.repo, args.client, dry_run=args.dry_run)
+            print(plan.summary(dry_run=args.dry_run))
+            return EXIT_OK
+        if args.command == "init":
+            from tools.scaffold import init_knowledge
+
+            print(init_knowledge(args.repo).summary())
+            return EXIT_OK
+        from tools.demo.driver import run_demo
+
+        return run_demo(keep=args.keep)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -1,0 +1,242 @@
+"""`rootcause install`: client configs written and merged, the skill installed, the command really serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT, rootcause_executable
+from tools import install as inst
+
+CONFIGS = {"claude": (".mcp.json", "mcpServers"), "cursor": (".cursor/mcp.json", "mcpServers"),
+           "vscode": (".vscode/mcp.json", "servers")}
+TRIGGERS = ["bug", "error", "crash", "wrong output", "loss NaN", "gradient explosion", "test failure", "CUDA error",
+            "training hangs", "FSDP error", "OOM", "checkpoint load failure"]
+
+
+def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([rootcause_executable(), *args], capture_output=True, text=True, cwd=cwd, timeout=60)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(root).parts}
+
+
+def entry_of(repo: Path, client: str) -> dict:
+    config, key = CONFIGS[client]
+    return json.loads((repo / config).read_text())[key]["rootcause"]
+
+
+# ---------------------------------------------------------------- the skill
+
+
+def test_skill_copies_identical_and_valid() -> None:
+    source = REPO_ROOT / ".agents" / "skills" / "rootcause-debug" / "SKILL.md"
+    shipped = REPO_ROOT / "tools" / "skill" / "SKILL.md"
+    assert source.read_bytes() == shipped.read_bytes(), "tools/skill/SKILL.md must be a copy of the repo's skill"
+    meta, body = inst.split_frontmatter(source.read_text())
+    assert meta["name"] == source.parent.name == inst.SKILL_NAME
+    assert len(meta["description"]) <= 1024
+    for trigger in TRIGGERS:
+        assert trigger.lower() in meta["description"].lower(), trigger
+    for tool in ("start_session", "reproduce", "check_constraints", "verify_hypothesis", "record_fix_attempt",
+                 "capture_knowledge", "close_session"):
+        assert f"`{tool}`" in body, tool
+    assert inst.skill_text() == source.read_text()
+
+
+# ---------------------------------------------------------------- each client
+
+
+@pytest.mark.parametrize("client", ["claude", "cursor", "vscode"])
+def test_install_writes_valid_config_and_skill(repo: Path, client: str) -> None:
+    proc = cli("install", "--client", client, "--repo", str(repo))
+    assert proc.returncode == 0, proc.stderr
+    config, key = CONFIGS[client]
+    data = json.loads((repo / config).read_text())
+    assert list(data) == [key]
+    entry = data[key]["rootcause"]
+    assert entry["command"] == rootcause_executable()
+    assert entry["args"] == ["serve", "--root", str(repo.resolve())]
+    if client == "vscode":
+        assert entry["type"] == "stdio"
+    assert f"created       {config}" in proc.stdout
+    written = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    if client == "claude":
+        skill = repo / ".claude/skills/rootcause-debug/SKILL.md"
+        assert skill.read_text() == inst.skill_text()
+        assert written == [".claude/skills/rootcause-debug/SKILL.md", ".mcp.json", "README.md"]
+    elif client == "cursor":
+        rule = (repo / ".cursor/rules/rootcause-debug.mdc").read_text()
+        head, _, body = rule[4:].partition("\n---\n")
+        meta = yaml.safe_load(head)
+        assert meta["alwaysApply"] is False and "globs" in meta
+        for trigger in TRIGGERS:
+            assert trigger.lower() in meta["description"].lower(), trigger
+        assert "`start_session`" in body and not body.lstrip().startswith("---")
+        assert written == [".cursor/mcp.json", ".cursor/rules/rootcause-debug.mdc", "README.md"]
+    else:
+        assert written == [".vscode/mcp.json", "README.md"]
+
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", ["claude", "cursor", "vscode"])
+async def test_configured_command_serves_tools_list(repo: Path, client: str) -> None:
+    """Spawn exactly the command and args written into the client's file, as the client would."""
+    from mcp import Client, StdioServerParameters
+
+    assert cli("install", "--client", client, "--repo", str(repo)).returncode == 0
+    entry = entry_of(repo, client)
+    # A client starts the server from wherever it likes: not from the repository.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd="/",
+                                   env={"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/")})
+    async with Client(params) as client_session:
+        names = {t.name for t in (await client_session.list_tools()).tools}
+        assert "start_session" in names
+        started = await client_session.call_tool("start_session", {"symptom": "ValueError: bad shape"})
+        assert not started.is_error
+    sessions = list((repo / ".rootcause" / "sessions").iterdir())
+    assert len(sessions) == 1, "the session must be stored in the --root repository"
+
+
+# ---------------------------------------------------------------- idempotence, merge, refusal
+
+
+def test_install_twice_is_byte_identical(repo: Path) -> None:
+    assert cli("install", "--client", "all", "--repo", str(repo)).returncode == 0
+    first = snapshot(repo)
+    mtimes = {p: p.stat().st_mtime_ns for p in repo.rglob("*") if p.is_file()}
+    second = cli("install", "--client", "all", "--repo", str(repo))
+    assert second.returncode == 0
+    assert snapshot(repo) == first
+    assert {p: p.stat().st_mtime_ns for p in repo.rglob("*") if p.is_file()} == mtimes, "files were rewritten"
+    assert "nothing to do" in second.stdout
+    assert all(c.action == "unchanged" for c in inst.plan_install(repo.resolve(), list(inst.CLIENTS)).changes)
+
+
+def test_merge_keeps_other_servers_and_user_fields(repo: Path) -> None:
+    other = {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}
+    (repo / ".mcp.json").write_text(json.dumps({"mcpServers": {"fs": other}, "extra": {"keep": True}}, indent=4))
+    (repo / ".vscode").mkdir()
+    stale = {"type": "stdio", "command": "/old/rootcause", "args": ["serve"], "env": {"NCCL_DEBUG": "INFO"}}
+    (repo / ".vscode/mcp.json").write_text(json.dumps({"inputs": [], "servers": {"rootcause": stale, "git": other}}))
+    proc = cli("install", "--client", "all", "--repo", str(repo))
+    assert proc.returncode == 0, proc.stderr
+    claude = json.loads((repo / ".mcp.json").read_text())
+    assert claude["mcpServers"]["fs"] == other and claude["extra"] == {"keep": True}
+    assert list(claude["mcpServers"]) == ["fs", "rootcause"]
+    vscode = json.loads((repo / ".vscode/mcp.json").read_text())
+    assert vscode["inputs"] == [] and vscode["servers"]["git"] == other
+    ours = vscode["servers"]["rootcause"]
+    assert ours["command"] == rootcause_executable() and ours["env"] == {"NCCL_DEBUG": "INFO"}
+    assert "updated       .vscode/mcp.json" in proc.stdout
+    before = snapshot(repo)
+    assert cli("install", "--client", "all", "--repo", str(repo)).returncode == 0
+    assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ('{"mcpServers": {"fs": {"command": "x",}}}', "is not valid JSON"),
+    ("[1, 2]", "holds a JSON list, not an object"),
+    ('{"mcpServers": ["x"]}', "'mcpServers' is not a JSON object"),
+])
+def test_malformed_config_refused_and_untouched(repo: Path, text: str, error: str) -> None:
+    (repo / ".mcp.json").write_text(text)
+    proc = cli("install", "--client", "all", "--repo", str(repo))
+    assert proc.returncode == 2
+    assert ".mcp.json" in proc.stderr and error in proc.stderr, proc.stderr
+    assert "left untouched" in proc.stderr and '"rootcause"' in proc.stderr  # the entry to add by hand
+    assert (repo / ".mcp.json").read_text() == text
+    assert not (repo / ".cursor").exists() and not (repo / ".vscode").exists(), "nothing written on a refusal"
+
+
+def test_json_error_position_is_reported(repo: Path) -> None:
+    (repo / ".vscode").mkdir()
+    (repo / ".vscode/mcp.json").write_text('{\n  "servers": {\n    // a comment\n  }\n}\n')
+    proc = cli("install", "--client", "vscode", "--repo", str(repo))
+    assert proc.returncode == 2
+    assert ".vscode/mcp.json is not valid JSON" in proc.stderr and "line 3" in proc.stderr
+
+
+def test_dry_run_writes_nothing(repo: Path) -> None:
+    before = snapshot(repo)
+    proc = cli("install", "--client", "all", "--repo", str(repo), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(repo) == before
+    for path in (".mcp.json", ".cursor/mcp.json", ".vscode/mcp.json", ".claude/skills/rootcause-debug/SKILL.md",
+                 ".cursor/rules/rootcause-debug.mdc"):
+        assert f"would create  {path}" in proc.stdout
+    assert '"servers"' in proc.stdout and "dry run: nothing was written" in proc.stdout
+
+
+def test_bad_input_exit_codes(tmp_path: Path) -> None:
+    missing = cli("install", "--client", "claude", "--repo", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
+    unknown = cli("install", "--client", "emacs", "--repo", str(tmp_path))
+    assert unknown.returncode == 2 and "invalid choice" in unknown.stderr
+
+
+def test_default_repo_is_cwd(repo: Path) -> None:
+    assert cli("install", "--client", "claude", cwd=repo).returncode == 0
+    assert entry_of(repo, "claude")["args"] == ["serve", "--root", str(repo.resolve())]
+
+
+# ---------------------------------------------------------------- how the server is started
+
+
+def test_uv_tool_detection(tmp_path: Path) -> None:
+    tools_dir = tmp_path / "uv-tools"
+    env = {"UV_TOOL_DIR": str(tools_dir)}
+    receipt_env = tmp_path / "elsewhere" / "rootcause"
+    receipt_env.mkdir(parents=True)
+    (receipt_env / "uv-receipt.toml").write_text('[tool]\nrequirements = [{ name = "rootcause" }]\n')
+    assert inst.is_uv_tool(receipt_env, env)
+    assert inst.is_uv_tool(tools_dir / "rootcause", env)
+    assert inst.is_uv_tool(tmp_path / ".cache" / "uv" / "archive-v0" / "Xy12", env)
+    assert not inst.is_uv_tool(Path(sys.prefix), env)
+    assert inst.uv_tool_dir({"XDG_DATA_HOME": "/data"}) == Path("/data/uv/tools")
+    served = inst.server_command(tmp_path, prefix=receipt_env, environ=env)
+    assert served.command == "uvx" and served.args == ["rootcause", "serve", "--root", str(tmp_path)]
+    own = inst.server_command(tmp_path, prefix=Path(sys.prefix), environ=env)
+    assert own.via == "executable" and own.command == rootcause_executable()
+
+
+def test_uvx_entry_written(repo: Path, tmp_path: Path) -> None:
+    server = inst.ServerCommand(command="uvx", args=["rootcause", "serve", "--root", str(repo)], via="uvx")
+    plan = inst.install(repo, "vscode", server=server)
+    assert plan.changes[0].action == "create"
+    assert entry_of(repo, "vscode") == {"type": "stdio", "command": "uvx",
+                                        "args": ["rootcause", "serve", "--root", str(repo)]}
+
+
+# ---------------------------------------------------------------- the MCP Inspector against the installed command
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+@pytest.mark.parametrize("call", ["list", "start_session"])
+def test_inspector_cli_against_installed_command(repo: Path, call: str) -> None:
+    assert cli("install", "--client", "claude", "--repo", str(repo)).returncode == 0
+    entry = entry_of(repo, "claude")
+    method = ["--method", "tools/list"] if call == "list" else [
+        "--method", "tools/call", "--tool-name", "start_session", "--tool-arg", "symptom=loss is NaN at step 3"]
+    proc = subprocess.run(["npx", "-y", "@modelcontextprotocol/inspector@2.12.0", "--cli", entry["command"],
+                           *entry["args"], *method], capture_output=True, text=True, timeout=240, cwd=repo)
+    if proc.returncode != 0 and "ENOTFOUND" in proc.stderr + proc.stdout:
+        pytest.skip("npm registry unreachable")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    if call == "list":
+        assert {"start_session", "close_session"} <= {t["name"] for t in out["tools"]}
+    else:
+        assert not out.get("isError"), out
+        assert out["structuredContent"]["category"] == "nonfinite"
+        assert out["structuredContent"]["path"] == "full"

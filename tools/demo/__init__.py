@@ -1,0 +1,1 @@
+"""`rootcause demo`: a bundled example project with a real bug and the driver that debugs it."""

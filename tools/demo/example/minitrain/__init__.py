@@ -1,0 +1,1 @@
+"""minitrain: batch padding and token-averaged losses, in plain Python."""
