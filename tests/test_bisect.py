@@ -1,0 +1,262 @@
+"""bisect_env, bisect_versions and bisect_commits on real uv environments, real PyPI packages, real git history.
+
+The click regression is real: CliRunner(mix_stderr=False) raises TypeError from click 8.2.0 on. Environments
+live under each test repository's .rootcause/envs/; repeats are fast because uv's own cache is warm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, error_text, git, memory_client, structured
+from tools.bisect.commits import BisectCommitsInput, bisect_commits
+from tools.bisect.env import BisectEnvInput, bisect_env
+from tools.bisect.versions import BisectVersionsInput, bisect_versions
+from tools.context import ToolContext
+from tools.interpreters import uv_binary
+
+pytestmark = pytest.mark.anyio
+BISECT = FIXTURES / "bisect"
+
+
+def uv_lock(root: Path) -> None:
+    subprocess.run([uv_binary(), "lock", "--quiet", "--python", sys.executable], cwd=root, check=True,
+                   env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"}, capture_output=True, timeout=300)
+
+
+def make_click_repo(root: Path, *extra: str, commit_lock: bool = True, pin: str = "8.1.8") -> Path:
+    """A uv project pinning click, its lock generated here, committed in a git repository."""
+    root.mkdir(parents=True)
+    for source in [BISECT / "clickproj", *(BISECT / e for e in extra)]:
+        shutil.copytree(source, root, dirs_exist_ok=True)
+    pyproject = root / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("click==8.1.8", f"click=={pin}"))
+    uv_lock(root)
+    git(root, "init", "-q", "-b", "main")
+    if not commit_lock:
+        (root / ".gitignore").write_text("uv.lock\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "click project")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file of the user's tree outside .git and .rootcause, by content hash."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in (".git", ".rootcause") or not path.is_file():
+            continue
+        out[str(rel)] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def make_history(root: Path, commits: int = 12, bug_at: int = 8, skip_at: int | None = 6) -> list[str]:
+    """A repository whose add() breaks at commit `bug_at` (1-based); commit `skip_at` cannot be tested."""
+    if not (root / ".git").exists():
+        root.mkdir(parents=True)
+        git(root, "init", "-q", "-b", "main")
+    shutil.copy(BISECT / "history" / "check.py", root / "check.py")
+    shas = []
+    for i in range(1, commits + 1):
+        body = "    return a + b + 1\n" if i >= bug_at else "    return a + b\n"
+        (root / "calc.py").write_text(f"# revision {i}\ndef add(a, b):\n{body}")
+        (root / "notes.txt").write_text(f"note {i}\n")
+        skip = root / "SKIP"
+        if i == skip_at:
+            skip.write_text("untestable\n")
+        elif skip.exists():
+            skip.unlink()
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"change {i}" + (" (introduces the bug)" if i == bug_at else ""))
+        shas.append(git(root, "rev-parse", "HEAD"))
+    return shas
+
+
+@pytest.fixture(scope="module")
+def click_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_click_repo(tmp_path_factory.mktemp("click") / "project")
+
+
+async def test_bisect_env_flips_outcome_and_is_warm_the_second_time(click_repo: Path) -> None:
+    messages: list[str] = []
+
+    async def progress(done: float, total: float | None, message: str) -> None:
+        messages.append(message)
+
+    ctx = ToolContext.for_root(click_repo, progress)
+    before = snapshot(click_repo)
+    inp = BisectEnvInput(package="click", version="8.2.0", command="python repro.py")
+    result = await bisect_env(inp, ctx)
+    assert result.verdict == "version_flips_outcome", result.summary()
+    assert (result.env_a.package_version, result.env_a.outcome) == ("8.1.8", "pass")
+    assert (result.env_b.package_version, result.env_b.outcome) == ("8.2.0", "fail")
+    assert "mix_stderr" in (result.env_b.error or "") and "TypeError" in (result.env_b.signature or "")
+    assert [(d.package, d.a, d.b, d.kind) for d in result.freeze_diff] == [("click", "8.1.8", "8.2.0", "target")]
+    assert result.env_a.check == result.env_b.check == "ok"
+    assert result.env_a.path.startswith(".rootcause/envs/") and (click_repo / result.env_b.path / "bin").is_dir()
+    assert any("concurrently" in m for m in messages) and any("verdict" in m for m in messages)
+    again = await bisect_env(inp, ctx)
+    assert again.verdict == "version_flips_outcome" and again.env_a.cached and again.env_b.cached
+    assert snapshot(click_repo) == before  # no uv.lock rewrite, no .venv: nothing outside .rootcause/
+
+
+async def test_bisect_env_same_version_is_no_difference_and_keep_false_cleans(click_repo: Path) -> None:
+    ctx = ToolContext.for_root(click_repo)
+    result = await bisect_env(BisectEnvInput(package="click", version="8.1.7", command="python repro.py",
+                                             keep=False), ctx)
+    assert result.verdict == "no_difference", result.summary()
+    assert result.env_b.package_version == "8.1.7"
+    assert not (click_repo / result.env_a.path).exists() and not (click_repo / result.env_b.path).exists()
+
+
+async def test_bisect_versions_finds_click_8_2_0(click_repo: Path) -> None:
+    ctx = ToolContext.for_root(click_repo)
+    result = await bisect_versions(BisectVersionsInput(package="click", good="8.1.0", bad="8.3.0",
+                                                       command="python repro.py"), ctx)
+    assert result.status == "found", result.summary()
+    assert (result.last_good, result.first_bad) == ("8.1.8", "8.2.0")
+    assert "8.2.2" not in result.candidates and any(x.startswith("8.2.2 (yanked") for x in result.left_out)
+    assert result.candidates[0] == "8.1.0" and result.candidates[-1] == "8.3.0"
+    # Every environment is counted, endpoints included: about log2(range) + 2.
+    assert result.builds == len(result.tested) and 4 <= result.builds <= 2 + 4
+    assert {t.version: t.outcome for t in result.tested}["8.2.0"] == "fail"
+
+
+async def test_bisect_versions_reports_a_good_that_is_not_good(click_repo: Path) -> None:
+    ctx = ToolContext.for_root(click_repo)
+    result = await bisect_versions(BisectVersionsInput(package="click", good="8.2.0", bad="8.3.0",
+                                                       command="python repro.py"), ctx)
+    assert result.status == "good_not_good" and result.first_bad is None
+    assert "not good" in result.detail and "mix_stderr" in result.detail
+    assert [t.version for t in result.tested] == ["8.2.0", "8.3.0"]
+
+
+async def test_bisect_env_worktrees_with_makefile_patchgen(tmp_path: Path) -> None:
+    """A Makefile patchgen target turns worktrees on: each gets its own generated output from its own env."""
+    root = make_click_repo(tmp_path / "gen", "codegen", commit_lock=False)
+    before = snapshot(root)
+    head = git(root, "rev-parse", "HEAD")
+    result = await bisect_env(BisectEnvInput(package="click", version="8.2.0", command="python repro.py"),
+                              ToolContext.for_root(root))
+    assert result.worktrees and result.verdict == "version_flips_outcome", result.summary()
+    generated = {side: (root / getattr(result, side).worktree / "generated" / "click_version.py").read_text()
+                 for side in ("env_a", "env_b")}
+    assert generated == {"env_a": "CLICK = '8.1.8'\n", "env_b": "CLICK = '8.2.0'\n"}
+    assert not (root / "generated").exists() and snapshot(root) == before
+    assert git(root, "rev-parse", "HEAD") == head and git(root, "status", "--porcelain") == ""
+
+
+@pytest.mark.slow
+async def test_bisect_env_conflict_names_the_resolvers_reason(tmp_path: Path) -> None:
+    """rich 14 needs pygments>=2.13; with A's pygments 2.12.0 pinned, B cannot exist."""
+    root = tmp_path / "rich"
+    root.mkdir()
+    (root / "pyproject.toml").write_text('[project]\nname = "richproj"\nversion = "0"\nrequires-python = ">=3.11"\n'
+                                         'dependencies = ["rich==13.0.0", "pygments==2.12.0"]\n')
+    uv_lock(root)
+    result = await bisect_env(BisectEnvInput(package="rich", version="14.0.0", command="python -c pass",
+                                             keep=False), ToolContext.for_root(root))
+    assert result.verdict == "conflict", result.summary()
+    assert "pygments" in result.detail and result.failed_log and (root / result.failed_log).is_file()
+
+
+async def test_bisect_env_registry_error_is_setup_failed(click_repo: Path) -> None:
+    ctx = ToolContext.for_root(click_repo)
+    result = await bisect_env(BisectEnvInput(package="click", version="99.0.0", command="python repro.py",
+                                             keep=False), ctx)
+    assert result.verdict == "setup_failed", result.summary()
+    assert "99.0.0" in result.detail and (click_repo / result.failed_log).is_file()
+
+
+async def test_unreachable_index_is_setup_failed_with_the_clients_message(click_repo: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
+    ctx = ToolContext.for_root(click_repo)
+    result = await bisect_env(BisectEnvInput(package="click", version="8.1.6", command="python repro.py",
+                                             keep=False), ctx)
+    assert result.verdict == "setup_failed", result.summary()
+    assert "127.0.0.1:9" in result.detail and result.failed_step.startswith("uv pip install click==8.1.6")
+    listed = await bisect_versions(BisectVersionsInput(package="click", good="8.1.0", bad="8.3.0",
+                                                       command="python repro.py"), ctx)
+    assert listed.status == "setup_failed" and "could not list the releases of click" in listed.detail
+    assert listed.builds == 0
+
+
+async def test_bisect_commits_leaves_the_users_tree_alone(tmp_path: Path) -> None:
+    root = tmp_path / "history"
+    shas = make_history(root)
+    # The user is mid-edit: a fixed calc.py (unstaged), a staged note, an untracked file.
+    (root / "calc.py").write_text("def add(a, b):\n    return a + b  # my uncommitted fix\n")
+    (root / "notes.txt").write_text("staged edit\n")
+    git(root, "add", "notes.txt")
+    (root / "scratch.txt").write_text("untracked\n")
+    before = (snapshot(root), git(root, "status", "--porcelain"), git(root, "diff", "--cached"),
+              git(root, "symbolic-ref", "HEAD"), git(root, "rev-parse", "HEAD"))
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py"),
+                                  ToolContext.for_root(root))
+    assert result.status == "found", result.summary()
+    first = result.first_bad_commit
+    assert first.sha == shas[7] and first.subject == "change 8 (introduces the bug)"
+    assert first.author_date and "calc.py" in first.diff_stat
+    assert result.last_good == shas[6]
+    skipped = [t for t in result.tested if t.outcome == "skip"]
+    assert [t.sha for t in skipped] == [shas[5]]  # commit 6 exits 125: skipped, never counted bad
+    assert len(result.tested) <= 2 + 5
+    after = (snapshot(root), git(root, "status", "--porcelain"), git(root, "diff", "--cached"),
+             git(root, "symbolic-ref", "HEAD"), git(root, "rev-parse", "HEAD"))
+    assert after == before
+
+
+async def test_bisect_commits_bad_that_is_not_bad(tmp_path: Path) -> None:
+    root = tmp_path / "history"
+    shas = make_history(root, commits=4, bug_at=99, skip_at=None)
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad=shas[-1], command="python check.py",
+                                                     keep=False), ToolContext.for_root(root))
+    assert result.status == "bad_not_bad" and result.first_bad_commit is None
+    assert "passes" in result.detail and not (root / ".rootcause" / "worktrees" / "bisect-commits").exists()
+
+
+async def test_bad_input_is_a_tool_error(tmp_path: Path, click_repo: Path) -> None:
+    root = tmp_path / "history"
+    shas = make_history(root, commits=3, bug_at=3, skip_at=None)
+    async with memory_client(click_repo) as client:
+        base = {"command": "python repro.py"}
+        text = error_text(await client.call_tool("bisect_env", {**base, "package": "-e", "version": "8.2.0"}))
+        assert "not a distribution name" in text
+        text = error_text(await client.call_tool("bisect_env", {**base, "package": "click", "version": "abc"}))
+        assert "not a PEP 440 version" in text
+        text = error_text(await client.call_tool("bisect_versions", {**base, "package": "click", "good": "8.1.0",
+                                                                     "bad": "--upgrade"}))
+        assert "starts with '-'" in text
+        text = error_text(await client.call_tool("bisect_env", {**base, "package": "click", "version": "8.2.0",
+                                                                "session_id": "20200101-000000-abcdef"}))
+        assert "unknown session" in text
+    async with memory_client(root) as client:
+        text = error_text(await client.call_tool("bisect_commits", {"good": "--upload-pack=x", "bad": "HEAD",
+                                                                    "command": "python check.py"}))
+        assert "not a valid ref" in text
+        text = error_text(await client.call_tool("bisect_commits", {"good": shas[2], "bad": shas[0],
+                                                                    "command": "python check.py"}))
+        assert "not an ancestor" in text
+        text = error_text(await client.call_tool("bisect_env", {"package": "click", "version": "8.2.0",
+                                                                "command": "python check.py"}))
+        assert "no pyproject.toml" in text
+
+
+async def test_session_records_phase_2(click_repo: Path) -> None:
+    async with memory_client(click_repo) as client:
+        session = structured(await client.call_tool("start_session", {"symptom": "TypeError: mix_stderr"}))
+        data = structured(await client.call_tool("bisect_env", {
+            "package": "click", "version": "8.2.0", "command": "python repro.py",
+            "session_id": session["session_id"]}))
+        assert data["verdict"] == "version_flips_outcome"
+        report = (await client.read_resource(f"rootcause://sessions/{session['session_id']}")).contents[0].text
+    assert "bisect_env" in report and "Phase 2: Pattern analysis — in_progress" in report

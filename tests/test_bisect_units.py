@@ -1,0 +1,115 @@
+"""Pure parts of the bisect tools: validation, the search with skips, version filtering, freeze diffs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from tools.bisect.common import RunOutcome
+from tools.bisect.env import detect_codegen, use_worktrees, verdict_of
+from tools.bisect.index import Release, _files_from_html, between
+from tools.bisect.search import bisect
+from tools.bisect.uvenv import client_message, diff_freezes, requirements_of
+from tools.bisect.validate import package_name, version
+from tools.errors import UsageError
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.mark.parametrize("bad", ["-e", "--index-url=x", "click==8.2", "click[extra]", "git+https://x/y", "", "a b"])
+def test_package_names_refused(bad: str) -> None:
+    with pytest.raises(UsageError):
+        package_name(bad)
+
+
+def test_package_name_canonical() -> None:
+    assert package_name("Typing_Extensions") == "typing-extensions"
+
+
+@pytest.mark.parametrize("bad", ["abc", "-1.0", "8.2.0; rm", "==8.2"])
+def test_versions_refused(bad: str) -> None:
+    with pytest.raises(UsageError, match="version"):
+        version(bad)
+
+
+async def _run_search(first_bad: int, count: int, skips: set[int] = frozenset()) -> tuple[int, int, list[int], int]:
+    asked: list[int] = []
+
+    async def judge(i: int):
+        asked.append(i)
+        return "skip" if i in skips else ("bad" if i >= first_bad else "good")
+
+    found = await bisect(count, judge)
+    return found.last_good, found.first_bad, found.ambiguous, len(asked)
+
+
+@pytest.mark.parametrize("first_bad", range(1, 16))
+async def test_search_finds_every_position_in_log2_steps(first_bad: int) -> None:
+    last_good, found, ambiguous, steps = await _run_search(first_bad, 16)
+    assert (last_good, found, ambiguous) == (first_bad - 1, first_bad, [])
+    assert steps <= 4  # ceil(log2(15))
+
+
+async def test_search_skips_like_git_bisect() -> None:
+    assert (await _run_search(7, 12, {5}))[:3] == (6, 7, [])
+    # The only commit next to the boundary is untestable: the answer names it as ambiguous.
+    last_good, first_bad, ambiguous, _ = await _run_search(7, 12, {6})
+    assert (last_good, first_bad, ambiguous) == (5, 7, [6])
+
+
+def test_between_leaves_out_yanked_and_prereleases_but_keeps_endpoints() -> None:
+    releases = [Release(Version(v), y, "oops" if y else None) for v, y in
+                [("8.0.0", False), ("8.1.0", False), ("8.2.0rc1", False), ("8.2.0", False), ("8.2.1", True),
+                 ("8.3.0", False), ("9.0", False)]]
+    chosen, left = between(releases, Version("8.1.0"), Version("8.3.0"), prereleases=False, yanked=False)
+    assert [str(v) for v in chosen] == ["8.1.0", "8.2.0", "8.3.0"]
+    assert left == ["8.2.0rc1 (pre-release)", "8.2.1 (yanked: oops)"]
+    chosen, _ = between(releases, Version("8.1.0"), Version("8.2.1"), prereleases=True, yanked=False,
+                        keep=(Version("8.2.1"),))
+    assert [str(v) for v in chosen] == ["8.1.0", "8.2.0rc1", "8.2.0", "8.2.1"]
+
+
+def test_simple_html_yanked_marks() -> None:
+    page = '<a href="x/click-8.2.2.tar.gz#sha256=1" data-yanked="bad">click-8.2.2.tar.gz</a>' \
+           '<a href="x/click-8.2.1.tar.gz">click-8.2.1.tar.gz</a>'
+    assert _files_from_html(page) == [{"filename": "click-8.2.2.tar.gz", "yanked": "bad"},
+                                      {"filename": "click-8.2.1.tar.gz", "yanked": False}]
+
+
+def test_freeze_diff_kinds_and_worktree_paths(tmp_path: Path) -> None:
+    wa, wb = tmp_path / "a", tmp_path / "b"
+    a = {"click": "8.1.8", "rich": "13.0.0", "old": "1.0", "proj": f"{wa.as_uri()}"}
+    b = {"click": "8.2.0", "rich": "14.0.0", "new": "2.0", "proj": f"{wb.as_uri()}"}
+    kinds = {d.package: d.kind for d in diff_freezes(a, b, "click", (wa, wb))}
+    assert kinds == {"click": "target", "rich": "drift", "old": "removed", "new": "added"}
+
+
+def test_requirements_of_skips_target_and_keeps_urls() -> None:
+    text = requirements_of({"click": "8.1.8", "x": "file:///tmp/x.whl", "y": "1.0"}, skip="click")
+    assert text == "x @ file:///tmp/x.whl\ny==1.0\n"
+
+
+def test_client_message_starts_at_the_error() -> None:
+    out = "Using Python 3.11\nResolved 3 packages\nerror: No solution found\n  cause: because x"
+    assert client_message(out) == "error: No solution found\n  cause: because x"
+
+
+def test_codegen_detection_and_worktree_switch(tmp_path: Path) -> None:
+    assert detect_codegen(tmp_path) is None
+    (tmp_path / "Makefile").write_text("all:\n\ttrue\npatchgen: deps\n\tpython gen.py\n")
+    assert detect_codegen(tmp_path) == "make patchgen"
+    assert use_worktrees("auto", None, "transformers") and use_worktrees("auto", "make patchgen", "click")
+    assert not use_worktrees("auto", None, "click") and not use_worktrees("off", "x", "transformers")
+    assert use_worktrees(True, None, "click")
+
+
+def test_verdicts() -> None:
+    ok, fail = RunOutcome(outcome="pass"), RunOutcome(outcome="fail", signature="v1|TypeError|x")
+    other = RunOutcome(outcome="fail", signature="v1|ImportError|y")
+    assert verdict_of(ok, fail)[0] == "version_flips_outcome"
+    assert verdict_of(fail, ok)[0] == "version_flips_outcome"
+    assert verdict_of(ok, ok)[0] == "no_difference"
+    assert verdict_of(fail, fail)[0] == "no_difference"
+    assert verdict_of(fail, other)[0] == "both_fail_differently"

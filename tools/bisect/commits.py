@@ -1,0 +1,201 @@
+"""bisect_commits: the first bad commit, found in a detached worktree under .rootcause/worktrees/.
+
+The user's HEAD, branch, index and working tree (uncommitted edits included) are never
+touched: every commit is checked out in one reused detached worktree, and git's own
+read-only commands (rev-list, show) run through the shared runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tools import gitrepo, worktrees
+from tools.bisect import uvenv
+from tools.bisect.common import Command, Outcome, Progress, ReproducerFields, prepare, record_evidence, run_reproducer
+from tools.bisect.search import Verdict, bisect, steps_left
+from tools.context import ToolContext
+from tools.errors import UsageError
+from tools.interpreters import activation_env, resolve_python
+from tools.results import ToolResult, bounded
+from tools.runner import RunSpec, parse_command, run_captured, run_process
+
+Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed"]
+WORKTREE = "bisect-commits"
+SKIP_EXIT = 125  # git bisect run's "cannot test this commit"
+
+
+class BisectCommitsInput(ReproducerFields):
+    """Find the first bad commit between a good and a bad ref by binary search, testing each commit in a
+    detached git worktree under .rootcause/worktrees/ (your HEAD, branch, index and uncommitted edits are never
+    touched). The reproducer exits 0 on good commits; exit code 125, or a failing `setup` command, skips a commit
+    that cannot be tested (git bisect's rule). Both endpoints are checked first."""
+
+    good: str = Field(description="A ref where the reproducer passes (commit, tag, branch), an ancestor of bad.")
+    bad: str = Field(description="A ref where the reproducer fails, e.g. 'HEAD'.")
+    python: str | None = Field(None, description="Interpreter whose environment is activated for the reproducer "
+                                                 "(default <root>/.venv/bin/python, else the server's). The "
+                                                 "worktree is put first on PYTHONPATH.")
+    setup: str | list[str] | None = Field(None, description="Command run in the worktree before each test (build, "
+                                                            "codegen); when it fails the commit is skipped.")
+    keep: bool = Field(True, description="Leave the worktree for the next bisect; false removes it.")
+
+
+class CommitInfo(BaseModel):
+    sha: str
+    short: str
+    subject: str
+    author: str | None = None
+    author_date: str | None = None
+    diff_stat: str | None = None
+
+
+class TestedCommit(BaseModel):
+    sha: str
+    short: str
+    subject: str
+    outcome: Outcome
+    error: str | None = None
+    signature: str | None = None
+    log_path: str | None = None
+
+
+class BisectCommitsResult(ToolResult):
+    good: str
+    bad: str
+    status: Status
+    first_bad_commit: CommitInfo | None = None
+    last_good: str | None = None
+    tested: list[TestedCommit]
+    candidates: int = Field(0, description="Commits in the searched range, endpoints included.")
+    ambiguous: list[str] = Field(default_factory=list,
+                                 description="Skipped commits between last_good and first_bad (short shas).")
+    detail: str = ""
+    duration_s: float = 0.0
+
+    def summary(self) -> str:
+        lines = [f"bisect_commits {self.good}..{self.bad}: {self.status}", self.detail]
+        c = self.first_bad_commit
+        if c:
+            lines.append(f"first bad commit: {c.short} {c.subject} ({c.author}, {c.author_date})")
+            if c.diff_stat:
+                lines.append(bounded(c.diff_stat, 1500))
+        if self.tested:
+            lines.append("tested: " + ", ".join(f"{t.short} {t.outcome}" for t in self.tested))
+        return "\n".join(line for line in lines if line)
+
+
+async def _git(ctx: ToolContext, *args: str) -> tuple[int | None, str]:
+    record, output = await run_captured(["git", *args], ctx.workspace, cwd=ctx.root, timeout_s=120,
+                                        label=f"git {args[0]}")
+    return record.exit_code, output
+
+
+async def commit_info(ctx: ToolContext, sha: str, stat: bool = False) -> CommitInfo:
+    code, out = await _git(ctx, "show", "-s", "--format=%H%x00%h%x00%s%x00%an%x00%aI", sha)
+    parts = out.strip().split("\x00") if code == 0 else [sha, sha[:10], "", None, None]
+    info = CommitInfo(sha=parts[0], short=parts[1], subject=parts[2], author=parts[3], author_date=parts[4])
+    if stat:
+        _, info.diff_stat = await _git(ctx, "show", "--stat", "--format=", sha)
+        info.diff_stat = info.diff_stat.strip()
+    return info
+
+
+async def commit_range(ctx: ToolContext, good: str, bad: str) -> list[str]:
+    code, out = await _git(ctx, "merge-base", "--is-ancestor", good, bad)
+    if code != 0:
+        raise UsageError(f"good {good[:10]} is not an ancestor of bad {bad[:10]}.",
+                         "give a good commit that is older than bad on the same history (or swap them)")
+    code, out = await _git(ctx, "rev-list", "--ancestry-path", "--topo-order", "--reverse", f"{good}..{bad}")
+    if code != 0:
+        raise UsageError(f"git rev-list {good[:10]}..{bad[:10]} failed: {out.strip()[-300:]}", "check the refs")
+    return [good, *out.split()]
+
+
+async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCommitsResult:
+    started = time.monotonic()
+    good = gitrepo.resolve_ref(ctx.root, inp.good)
+    bad = gitrepo.resolve_ref(ctx.root, inp.bad)
+    if good == bad:
+        raise UsageError(f"good and bad are the same commit ({good[:10]}).", "give two different commits")
+    cmd = prepare(inp, ctx)
+    python = resolve_python(ctx.workspace, inp.python)
+    setup = None
+    if inp.setup is not None:
+        setup = parse_command(inp.setup, isinstance(inp.setup, str) and any(c in inp.setup for c in "|&;><"))
+    order = await commit_range(ctx, good, bad)
+    result = BisectCommitsResult(good=inp.good, bad=inp.bad, status="setup_failed", tested=[],
+                                 candidates=len(order))
+    progress = Progress(ctx, 2 + steps_left(0, len(order) - 1) + 1)
+    try:
+        await _search(ctx, inp, cmd, python, setup, order, progress, result)
+    finally:
+        if not inp.keep:
+            await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, WORKTREE)
+    result.duration_s = round(time.monotonic() - started, 3)
+    await progress.step(f"done: {result.status}")
+    record_evidence(ctx, inp.session_id, "bisect_commits", result.summary(),
+                    result.model_dump(mode="json", by_alias=True))
+    return result
+
+
+async def _search(ctx: ToolContext, inp: BisectCommitsInput, cmd: Command, python: Path,
+                  setup: tuple[list[str], dict[str, str]] | None, order: list[str], progress: Progress,
+                  result: BisectCommitsResult) -> None:
+    async def test(sha: str) -> TestedCommit:
+        info = await commit_info(ctx, sha)
+        await progress.step(f"testing {info.short} {info.subject[:60]}")
+        tree = await asyncio.to_thread(worktrees.checkout_worktree, ctx.workspace, WORKTREE, sha)
+        tested = TestedCommit(sha=sha, short=info.short, subject=info.subject, outcome="skip")
+        if setup is not None:
+            env = {**setup[1], **activation_env(python), "PYTHONPATH": uvenv.site_path(tree)}
+            record = await run_process(RunSpec(argv=setup[0], cwd=tree, env=env, timeout_s=inp.setup_timeout_s,
+                                               label=f"setup {info.short}"), ctx.workspace, ctx.progress)
+            if record.outcome != "pass":
+                tested.error, tested.log_path = f"setup failed ({record.outcome})", record.log_path
+                result.tested.append(tested)
+                return tested
+        run, _ = await run_reproducer(ctx, cmd, inp, source=tree, python=python, label=f"bisect_commits {info.short}",
+                                      pythonpath=True)
+        tested.log_path, tested.error, tested.signature = run.log_path, run.one_line, run.signature
+        tested.outcome = "skip" if run.exit_code == SKIP_EXIT else run.outcome
+        if tested.outcome == "skip":
+            tested.error = f"exit code {SKIP_EXIT}: commit cannot be tested"
+        result.tested.append(tested)
+        return tested
+
+    def verdict(t: TestedCommit) -> Verdict:
+        return "good" if t.outcome == "pass" else "bad" if t.outcome in ("fail", "crash") else "skip"
+
+    for sha, want, status in ((order[0], "good", "good_not_good"), (order[-1], "bad", "bad_not_bad")):
+        tested = await test(sha)
+        if verdict(tested) == want:
+            continue
+        if tested.outcome in ("skip", "hang"):
+            why = tested.error or tested.outcome
+            result.detail = f"the {want} endpoint {tested.short} could not be tested ({why}); nothing was bisected."
+        else:
+            result.status = status  # type: ignore[assignment]
+            result.detail = (f"{want} {tested.short} is not {want}: the reproducer "
+                             f"{'passes' if tested.outcome == 'pass' else tested.outcome + 's'} there"
+                             f"{' (' + tested.error + ')' if tested.error else ''}; nothing was bisected.")
+        return
+
+    async def judge(i: int) -> Verdict:
+        return verdict(await test(order[i]))
+
+    found = await bisect(len(order), judge)
+    result.status = "found"
+    result.first_bad_commit = await commit_info(ctx, order[found.first_bad], stat=True)
+    result.last_good = order[found.last_good]
+    result.ambiguous = [order[i][:10] for i in found.ambiguous]
+    c = result.first_bad_commit
+    result.detail = f"{c.short} \"{c.subject}\" is the first bad commit ({len(result.tested)} commits tested of " \
+                    f"{len(order)})"
+    if result.ambiguous:
+        result.detail += f" — or one of the skipped {', '.join(result.ambiguous)}"
+    result.detail += "."

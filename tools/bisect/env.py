@@ -1,0 +1,295 @@
+"""bisect_env: the reproducer in two uv environments that differ in exactly one package version."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tools import gitrepo, worktrees
+from tools.bisect import uvenv
+from tools.bisect.common import (
+    Command,
+    Outcome,
+    Progress,
+    ReproducerFields,
+    RunOutcome,
+    prepare,
+    record_evidence,
+    run_reproducer,
+)
+from tools.bisect.validate import package_name, version
+from tools.context import ToolContext
+from tools.errors import UsageError
+from tools.interpreters import activation_env, freeze, resolve_python
+from tools.results import ToolResult
+from tools.runner import RunSpec, parse_command, run_process
+
+Verdict = Literal["version_flips_outcome", "no_difference", "both_fail_differently", "conflict", "setup_failed"]
+CODEGEN_PACKAGES = {"transformers"}
+WORKTREE_NAMES = ("bisect-env-a", "bisect-env-b")
+
+
+class EnvFields(BaseModel):
+    base: Literal["project", "current"] = Field(
+        "project", description="'project': environment A is the uv project as pinned by its uv.lock (uv sync). "
+                               "'current': A replicates the packages installed in the `python` interpreter "
+                               "(for projects not managed by uv).")
+    python: str | None = Field(None, description="Interpreter the venvs are created from (and, for base='current', "
+                                                 "whose packages are replicated). Default: <root>/.venv/bin/python, "
+                                                 "else the server's.")
+    extras: list[str] | None = Field(None, description="Project extras to install (uv sync --extra).")
+    groups: list[str] | None = Field(None, description="Dependency groups to install; None means uv's defaults.")
+    keep: bool = Field(True, description="Leave the environments (and worktrees) cached for the next bisect; "
+                                         "false removes them at the end.")
+
+
+class BisectEnvInput(ReproducerFields, EnvFields):
+    """Run a reproducer in two isolated uv environments under .rootcause/envs/ that differ in exactly one package:
+    A is the project as pinned, B the same with package==version (every other package pinned to A's version,
+    checked by diffing the two freezes). Tells whether that one version change flips the outcome. With
+    worktrees (auto: a codegen command, a Makefile 'patchgen' target, or transformers) each environment gets its
+    own detached worktree of HEAD and the codegen command runs in each before the reproducer."""
+
+    package: str = Field(description="Distribution name of the suspected package, e.g. 'click' (PEP 508 name).")
+    version: str = Field(description="The version to put in environment B, e.g. '8.2.0' (PEP 440).")
+    worktrees: Literal["auto", "on", "off"] | bool = Field(
+        "auto", description="Build each environment in its own detached git worktree of HEAD. 'auto': on when a "
+                            "codegen command is given or detected (Makefile 'patchgen') or the package is "
+                            "transformers.")
+    codegen: str | list[str] | None = Field(
+        None, description="Command that generates code from the installed packages (e.g. 'make patchgen'), run in "
+                          "each worktree with its environment active before the reproducer.")
+
+
+class EnvSide(BaseModel):
+    path: str | None = Field(None, description="The venv folder, relative to the root.")
+    package_version: str | None = None
+    outcome: Outcome = "not_run"
+    signature: str | None = None
+    error: str | None = Field(None, description="One line for the failure, when the reproducer failed.")
+    exit_code: int | None = None
+    run_id: str | None = None
+    log_path: str | None = None
+    cached: bool = False
+    check: str | None = Field(None, description="'ok', or uv pip check's report of incompatible requirements.")
+    worktree: str | None = None
+    codegen_log: str | None = None
+
+
+class Reconciled(BaseModel):
+    package: str
+    from_: str | None = Field(alias="from")
+    to: str | None
+
+
+class BisectEnvResult(ToolResult):
+    package: str
+    version: str
+    env_a: EnvSide
+    env_b: EnvSide
+    freeze_diff: list[uvenv.FreezeDiff]
+    reconciled: list[Reconciled]
+    verdict: Verdict
+    detail: str
+    failed_step: str | None = None
+    failed_log: str | None = None
+    worktrees: bool = False
+    duration_s: float = 0.0
+
+    def summary(self) -> str:
+        def side(name: str, s: EnvSide) -> str:
+            what = s.outcome + (f" — {s.error}" if s.error else "")
+            return f"{name}: {self.package}=={s.package_version or '?'} → {what}" + (" (cached)" if s.cached else "")
+
+        lines = [f"bisect_env {self.package}=={self.version}: {self.verdict}", self.detail,
+                 side("A", self.env_a), side("B", self.env_b)]
+        if self.freeze_diff:
+            lines.append("freeze diff: " + ", ".join(f"{d.package} {d.a}→{d.b}" for d in self.freeze_diff[:10]))
+        if self.reconciled:
+            lines.append("reconciled: " + ", ".join(f"{r.package} {r.from_}→{r.to}" for r in self.reconciled))
+        if self.failed_log:
+            lines.append(f"log of the failing step: {self.failed_log}")
+        return "\n".join(lines)
+
+
+def detect_codegen(root: Path) -> str | None:
+    makefile = root / "Makefile"
+    if makefile.is_file() and re.search(r"^patchgen\s*:", makefile.read_text(errors="replace"), re.MULTILINE):
+        return "make patchgen"
+    return None
+
+
+def use_worktrees(setting: str | bool, codegen: str | list[str] | None, package: str) -> bool:
+    if isinstance(setting, bool):
+        return setting
+    if setting != "auto":
+        return setting == "on"
+    return codegen is not None or package in CODEGEN_PACKAGES
+
+
+async def make_base(ctx: ToolContext, inp: EnvFields, source: Path, python: Path, *, tag: str,
+                    install_project: bool) -> uvenv.Base:
+    if inp.base == "current":
+        return uvenv.current_base(source, python, await freeze(ctx.workspace, python))
+    return uvenv.project_base(source, python, extras=tuple(inp.extras or ()),
+                              groups=None if inp.groups is None else tuple(inp.groups),
+                              install_project=install_project, tag=tag)
+
+
+def check_base_inputs(ctx: ToolContext, inp: EnvFields) -> Path:
+    """The interpreter venvs are made from; refuses a project base without pyproject.toml."""
+    for value, what in [(e, "extra") for e in inp.extras or []] + [(g, "group") for g in inp.groups or []]:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", value):
+            raise UsageError(f"{what} {value!r} is not a valid name.", f"give the {what} name as in pyproject.toml")
+    if inp.base == "project" and not (ctx.root / "pyproject.toml").is_file():
+        raise UsageError(f"{ctx.root} has no pyproject.toml, so there is no uv project to sync.",
+                         "pass base='current' with python=<the interpreter whose packages to replicate>")
+    return resolve_python(ctx.workspace, inp.python)
+
+
+async def run_codegen(ctx: ToolContext, codegen: str | list[str], source: Path, python: Path, label: str,
+                      timeout_s: float) -> tuple[bool, str]:
+    argv, env = parse_command(codegen, isinstance(codegen, str) and any(c in codegen for c in "|&;><"))
+    env.update(activation_env(python))
+    env["PYTHONPATH"] = uvenv.site_path(source)
+    record = await run_process(RunSpec(argv=argv, cwd=source, env=env, timeout_s=timeout_s, label=label),
+                               ctx.workspace, ctx.progress)
+    return record.outcome == "pass", record.log_path
+
+
+def verdict_of(a: RunOutcome, b: RunOutcome) -> tuple[Verdict, str]:
+    if (a.outcome == "pass") != (b.outcome == "pass"):
+        good, bad, failed = ("A", "B", b) if a.outcome == "pass" else ("B", "A", a)
+        return "version_flips_outcome", f"the version change flips the outcome: {good} passes, {bad} {failed.outcome}s."
+    if a.outcome == "pass":
+        return "no_difference", "both environments pass: this version change does not explain the failure."
+    if a.signature == b.signature:
+        return "no_difference", "both environments fail with the same signature: the version is not the cause."
+    return "both_fail_differently", "both environments fail, with different signatures (see each side's error)."
+
+
+async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
+    started = time.monotonic()
+    package = package_name(inp.package)
+    target_version = str(version(inp.version))
+    cmd = prepare(inp, ctx)
+    python = check_base_inputs(ctx, inp)
+    codegen = inp.codegen if inp.codegen is not None else detect_codegen(ctx.root)
+    if isinstance(codegen, str) and not codegen.strip():
+        raise UsageError("codegen is empty.", "give a command like 'make patchgen' or omit it")
+    with_worktrees = use_worktrees(inp.worktrees, codegen, package)
+    if with_worktrees:
+        gitrepo.resolve_ref(ctx.root, "HEAD")
+    progress = Progress(ctx, 12 if with_worktrees else 9)
+    result = BisectEnvResult(package=package, version=target_version, env_a=EnvSide(), env_b=EnvSide(),
+                             freeze_diff=[], reconciled=[], verdict="setup_failed", detail="",
+                             worktrees=with_worktrees)
+    envs: list[uvenv.Env] = []
+    try:
+        await _run(ctx, inp, cmd, python, package, target_version, codegen, with_worktrees, progress, result, envs)
+    except uvenv.StepFailed as exc:
+        result.verdict = "conflict" if exc.conflict else "setup_failed"
+        result.failed_step, result.failed_log = exc.step, exc.log_path
+        what = (f"{package}=={target_version} cannot be installed with A's other versions pinned"
+                if exc.conflict else f"{exc.step} failed")
+        result.detail = f"{what}: {exc.message}"
+    finally:
+        if not inp.keep:
+            for env in envs:
+                uvenv.remove(env)
+            if with_worktrees:
+                for name in WORKTREE_NAMES:
+                    await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, name)
+    result.duration_s = round(time.monotonic() - started, 3)
+    await progress.step(f"verdict: {result.verdict}")
+    record_evidence(ctx, inp.session_id, "bisect_env", result.summary(),
+                    result.model_dump(mode="json", by_alias=True, exclude={"freeze_diff"}))
+    return result
+
+
+async def _run(ctx: ToolContext, inp: BisectEnvInput, cmd: Command, python: Path, package: str, target: str,
+               codegen: str | list[str] | None, with_worktrees: bool, progress: Progress, result: BisectEnvResult,
+               envs: list[uvenv.Env]) -> None:
+    ws = ctx.workspace
+    if with_worktrees:
+        await progress.step("checking out two detached worktrees of HEAD")
+        sources = tuple(await asyncio.gather(*(asyncio.to_thread(worktrees.checkout_worktree, ws, name, "HEAD")
+                                               for name in WORKTREE_NAMES)))
+        result.env_a.worktree, result.env_b.worktree = (ws.relative(s) for s in sources)
+        for source in sources:
+            # An untracked uv.lock in the user's tree is still "the project as pinned".
+            if (ctx.root / "uv.lock").is_file() and not (source / "uv.lock").exists():
+                shutil.copy2(ctx.root / "uv.lock", source / "uv.lock")
+    else:
+        sources = (ctx.root, ctx.root)
+    bases = await asyncio.gather(make_base(ctx, inp, sources[0], python, tag="a" if with_worktrees else "",
+                                           install_project=with_worktrees),
+                                 make_base(ctx, inp, sources[1], python, tag="b" if with_worktrees else "",
+                                           install_project=with_worktrees))
+    await progress.step(f"building A (as pinned) and B ({package}=={target}) concurrently")
+    outcomes = await asyncio.gather(
+        uvenv.build(ws, bases[0], None, timeout_s=inp.setup_timeout_s, step=progress.step, label="A"),
+        uvenv.build(ws, bases[1], (package, target), timeout_s=inp.setup_timeout_s, step=progress.step, label="B"),
+        return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, uvenv.Env):
+            envs.append(outcome)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    env_a, env_b = envs
+    for side, env in ((result.env_a, env_a), (result.env_b, env_b)):
+        side.path, side.cached = ws.relative(env.venv), env.cached
+    diff = uvenv.diff_freezes(env_a.freeze, env_b.freeze, package, sources if with_worktrees else ())
+    drift = [d for d in diff if d.kind in ("drift", "removed")]
+    if drift:
+        await progress.step(f"pinning {len(drift)} drifted package(s) of B back to A's versions")
+        reconciled = await uvenv.reconcile(ws, env_b, env_a.freeze, (package, target), drift, inp.setup_timeout_s)
+        result.reconciled = [Reconciled.model_validate(r) for r in reconciled]
+        diff = uvenv.diff_freezes(env_a.freeze, env_b.freeze, package, sources if with_worktrees else ())
+    result.freeze_diff = diff
+    for side, env in ((result.env_a, env_a), (result.env_b, env_b)):
+        side.package_version = env.freeze.get(package)
+        side.check = "ok" if env.check_ok else env.check_output or "uv pip check failed"
+    still = [d for d in diff if d.kind in ("drift", "removed")]
+    if still:
+        result.verdict = "conflict"
+        result.detail = ("B still differs from A outside the target after pinning back: "
+                         + ", ".join(f"{d.package} {d.a}→{d.b}" for d in still))
+        return
+    if codegen is not None and with_worktrees:
+        await progress.step(f"running codegen in both worktrees: {codegen}")
+        gens = await asyncio.gather(*(run_codegen(ctx, codegen, src, env.python, f"codegen {name}",
+                                                  inp.setup_timeout_s)
+                                      for src, env, name in zip(sources, envs, "AB", strict=True)))
+        result.env_a.codegen_log, result.env_b.codegen_log = gens[0][1], gens[1][1]
+        for (ok, log), name in zip(gens, "AB", strict=True):
+            if not ok:
+                raise uvenv.StepFailed(f"codegen in {name}", f"`{codegen}` failed", log)
+    runs = []
+    for name, side, env, src in (("A", result.env_a, env_a, sources[0]), ("B", result.env_b, env_b, sources[1])):
+        await progress.step(f"running the reproducer in {name} ({package}=={side.package_version})")
+        run, _ = await run_reproducer(ctx, cmd, inp, source=src, python=env.python, label=f"bisect_env {name}",
+                                      pythonpath=True)
+        side.outcome, side.signature, side.error = run.outcome, run.signature, run.one_line
+        side.exit_code, side.run_id, side.log_path = run.exit_code, run.run_id, run.log_path
+        runs.append(run)
+    result.verdict, result.detail = verdict_of(runs[0], runs[1])
+    notes = []
+    if env_a.freeze.get(package) == target:
+        notes.append(f"A already has {package}=={target}, so A and B hold the same versions")
+    if env_a.freeze.get(package) is None:
+        notes.append(f"{package} is not installed in A; B adds it")
+    added = [d.package for d in diff if d.kind == "added"]
+    if added:
+        notes.append(f"B adds {', '.join(added)} (required by {package}=={target})")
+    if not (env_a.check_ok and env_b.check_ok):
+        notes.append("uv pip check reports incompatible requirements (see each side's check)")
+    if notes:
+        result.detail += " Note: " + "; ".join(notes) + "."

@@ -1,0 +1,305 @@
+"""uv environments under `.rootcause/envs/<key>/`: build, cache, freeze, diff and reconcile.
+
+An environment is a base (the project synced from its lock, or a copy of an interpreter's
+freeze) plus at most one override `package==version`. The override is installed with the
+base's own freeze as constraints and the target as an override, so the resolver may not
+float any other package: it either keeps every other version or reports a conflict.
+Environments are cached by key (base fingerprint, extras, groups, override, interpreter):
+a repeated bisect finds them ready and only re-reads their freeze.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from filelock import FileLock
+from pydantic import BaseModel
+
+from tools.interpreters import parse_freeze, uv_binary
+from tools.runner import run_captured
+from tools.workspace import Workspace
+
+UV_ENV = {"UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1"}
+PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version", "uv.toml")
+Step = Callable[[str], Awaitable[None]]
+
+
+async def _quiet(message: str) -> None:
+    return None
+
+
+class StepFailed(Exception):
+    """A build step failed: what ran, the client's own message, and the step's log."""
+
+    def __init__(self, step: str, message: str, log_path: str | None, conflict: bool = False) -> None:
+        self.step, self.message, self.log_path, self.conflict = step, message, log_path, conflict
+        super().__init__(f"{step} failed: {message}")
+
+
+@dataclass(frozen=True)
+class Base:
+    """What environment A is made of."""
+
+    kind: Literal["project", "current"]
+    source: Path
+    python: Path
+    fingerprint: str
+    extras: tuple[str, ...] = ()
+    groups: tuple[str, ...] | None = None
+    install_project: bool = False
+    requirements: str | None = None
+    tag: str = ""
+
+
+@dataclass
+class Env:
+    key: str
+    folder: Path
+    python: Path
+    freeze: dict[str, str]
+    override: tuple[str, str] | None
+    cached: bool
+    check_ok: bool = True
+    check_output: str = ""
+    logs: list[str] = field(default_factory=list)
+
+    @property
+    def venv(self) -> Path:
+        return self.folder / "venv"
+
+
+class FreezeDiff(BaseModel):
+    package: str
+    a: str | None
+    b: str | None
+    kind: Literal["target", "drift", "added", "removed"]
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def project_base(source: Path, python: Path, *, extras: tuple[str, ...] = (), groups: tuple[str, ...] | None = None,
+                 install_project: bool = False, tag: str = "") -> Base:
+    """The project at `source` as pinned by its uv.lock (else its pyproject.toml)."""
+    pieces = [(name, (source / name).read_bytes()) for name in PROJECT_FILES if (source / name).is_file()]
+    fingerprint = hashlib.sha256(b"".join(n.encode() + b"\0" + data for n, data in pieces)).hexdigest()[:16]
+    return Base("project", source, python, fingerprint, tuple(extras), None if groups is None else tuple(groups),
+                install_project, None, tag)
+
+
+def requirements_of(freeze: dict[str, str], skip: str | None = None) -> str:
+    lines = []
+    for name, value in sorted(freeze.items()):
+        if name == skip:
+            continue
+        lines.append(f"{name}=={value}" if "://" not in value else f"{name} @ {value}")
+    return "\n".join(lines) + "\n"
+
+
+def current_base(source: Path, python: Path, freeze: dict[str, str]) -> Base:
+    """A copy of what an interpreter has installed (editable installs left out: the source is on PYTHONPATH)."""
+    text = requirements_of(freeze)
+    return Base("current", source, python, hashlib.sha256(text.encode()).hexdigest()[:16], requirements=text)
+
+
+def env_key(base: Base, override: tuple[str, str] | None) -> str:
+    return _digest(base.kind, base.fingerprint, base.extras, base.groups, base.install_project, str(base.python),
+                   base.tag, str(base.source) if base.install_project else "", override)
+
+
+def client_message(output: str, limit: int = 1500) -> str:
+    """The part of a uv/pip output a human needs: from the first error line on, else the last lines."""
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    for i, line in enumerate(lines):
+        if line.lstrip().lower().startswith(("error", "×", "x ")):
+            text = "\n".join(lines[i:])
+            return text if len(text) <= limit else text[: limit - 3] + "..."
+    text = "\n".join(lines[-12:])
+    return text[-limit:]
+
+
+_NOT_A_CONFLICT = ("there is no version of", "network was disabled", "needs to be downloaded", "Failed to fetch",
+                   "error sending request", "not found in the package registry", "was not found in the cache")
+
+
+def is_conflict(output: str) -> bool:
+    """The resolver refused the pins (a real conflict), as opposed to a missing version or an offline index."""
+    return "No solution found" in output and not any(marker in output for marker in _NOT_A_CONFLICT)
+
+
+async def _uv(ws: Workspace, args: list[str], *, step: str, cwd: Path, env: dict[str, str] | None = None,
+              timeout_s: float) -> tuple[str, str]:
+    record, output = await run_captured([uv_binary(), *args], ws, cwd=cwd, env={**UV_ENV, **(env or {})},
+                                        timeout_s=timeout_s, label=step)
+    if record.outcome != "pass":
+        message = client_message(output) if not record.timed_out else f"timed out after {timeout_s:.0f}s"
+        raise StepFailed(step, message, record.log_path, conflict=is_conflict(output))
+    return output, record.log_path
+
+
+async def freeze_env(ws: Workspace, python: Path, timeout_s: float = 120) -> dict[str, str]:
+    output, _ = await _uv(ws, ["pip", "freeze", "--python", str(python)], step="uv pip freeze", cwd=ws.root,
+                          timeout_s=timeout_s)
+    return parse_freeze(output)
+
+
+async def check_env(ws: Workspace, python: Path) -> tuple[bool, str]:
+    """`uv pip check`: (compatible, uv's report)."""
+    record, output = await run_captured([uv_binary(), "pip", "check", "--python", str(python)], ws,
+                                        env=UV_ENV, timeout_s=120, label="uv pip check")
+    lines = [ln for ln in output.splitlines() if not ln.startswith(("Using Python", "Checked "))]
+    return record.outcome == "pass", "\n".join(lines).strip()[:2000]
+
+
+async def _populate(ws: Workspace, base: Base, folder: Path, venv: Path, python: Path, timeout_s: float,
+                    logs: list[str]) -> None:
+    if base.kind == "current":
+        req = folder / "base-requirements.txt"
+        req.write_text(base.requirements or "", encoding="utf-8")
+        if (base.requirements or "").strip():
+            _, log = await _uv(ws, ["pip", "install", "--python", str(python), "-r", str(req)],
+                               step="uv pip install (replicate freeze)", cwd=folder, timeout_s=timeout_s)
+            logs.append(log)
+        return
+    if base.install_project:
+        project = base.source  # a worktree we own: uv may write its lock there
+    else:
+        project = folder / "project"  # a copy: uv must not write a uv.lock into the user's tree
+        project.mkdir(exist_ok=True)
+        for name in PROJECT_FILES:
+            if (base.source / name).is_file():
+                shutil.copy2(base.source / name, project / name)
+    args = ["sync", "--python", str(python)]
+    if (project / "uv.lock").is_file():
+        args.append("--frozen")
+    if not base.install_project:
+        args.append("--no-install-project")
+    for extra in base.extras:
+        args += ["--extra", extra]
+    if base.groups is not None:
+        args.append("--no-default-groups")
+        for group in base.groups:
+            args += ["--group", group]
+    _, log = await _uv(ws, args, step="uv sync", cwd=project, env={"UV_PROJECT_ENVIRONMENT": str(venv)},
+                       timeout_s=timeout_s)
+    logs.append(log)
+
+
+async def install_pinned(ws: Workspace, env: Env, wanted: list[str], pins: dict[str, str], target: tuple[str, str],
+                         timeout_s: float, step: str) -> str:
+    """Install `wanted` with every package of `pins` (but the target) as a constraint and the target overridden."""
+    constraints = env.folder / "constraints.txt"
+    overrides = env.folder / "overrides.txt"
+    constraints.write_text(requirements_of(pins, skip=target[0]), encoding="utf-8")
+    overrides.write_text(f"{target[0]}=={target[1]}\n", encoding="utf-8")
+    _, log = await _uv(ws, ["pip", "install", "--python", str(env.python), *wanted, "-c", str(constraints),
+                            "--overrides", str(overrides)], step=step, cwd=env.folder, timeout_s=timeout_s)
+    env.logs.append(log)
+    return log
+
+
+async def build(ws: Workspace, base: Base, override: tuple[str, str] | None = None, *, timeout_s: float = 600,
+                step: Step = _quiet, label: str = "env") -> Env:
+    """The environment for (base, override), built now or found in the cache."""
+    key = env_key(base, override)
+    folder = ws.state_dir("envs", key)
+    lock = FileLock(str(folder / ".lock"), thread_local=False)
+    await asyncio.to_thread(lock.acquire, timeout=timeout_s)
+    try:
+        return await _build_locked(ws, base, override, key, folder, timeout_s, step, label)
+    finally:
+        lock.release()
+
+
+async def _build_locked(ws: Workspace, base: Base, override: tuple[str, str] | None, key: str, folder: Path,
+                        timeout_s: float, step: Step, label: str) -> Env:
+    venv = folder / "venv"
+    python = venv / "bin" / "python"
+    meta_path = folder / "meta.json"
+    if meta_path.is_file() and python.exists():
+        await step(f"{label}: cached environment {key}, reading its freeze")
+        frozen, (ok, report) = await asyncio.gather(freeze_env(ws, python), check_env(ws, python))
+        return Env(key, folder, python, frozen, override, True, ok, report)
+    meta_path.unlink(missing_ok=True)
+    if venv.exists():
+        shutil.rmtree(venv)
+    env = Env(key, folder, python, {}, override, False)
+    await step(f"{label}: uv venv --python {base.python}")
+    _, log = await _uv(ws, ["venv", "--quiet", "--python", str(base.python), str(venv)], step="uv venv",
+                       cwd=folder, timeout_s=120)
+    env.logs.append(log)
+    await step(f"{label}: installing the base ({'uv sync' if base.kind == 'project' else 'replicated freeze'})")
+    await _populate(ws, base, folder, venv, python, timeout_s, env.logs)
+    if override is not None:
+        await step(f"{label}: uv pip install {override[0]}=={override[1]} with every other package pinned")
+        pins = await freeze_env(ws, python)
+        await install_pinned(ws, env, [f"{override[0]}=={override[1]}"], pins, override, timeout_s,
+                             f"uv pip install {override[0]}=={override[1]}")
+    env.freeze, (env.check_ok, env.check_output) = await asyncio.gather(freeze_env(ws, python),
+                                                                         check_env(ws, python))
+    meta_path.write_text(json.dumps({"key": key, "kind": base.kind, "source": str(base.source),
+                                     "override": override, "created": time.time()}), encoding="utf-8")
+    return env
+
+
+def _normalise(value: str | None, sources: tuple[Path, ...]) -> str | None:
+    if value is None:
+        return None
+    for source in sources:
+        value = value.replace(source.as_uri(), "<source>").replace(str(source), "<source>")
+    return value
+
+
+def diff_freezes(a: dict[str, str], b: dict[str, str], target: str,
+                 sources: tuple[Path, ...] = ()) -> list[FreezeDiff]:
+    """Every package whose version differs; paths of the two source trees (worktrees) compare equal."""
+    out = []
+    for name in sorted(set(a) | set(b)):
+        va, vb = _normalise(a.get(name), sources), _normalise(b.get(name), sources)
+        if va == vb:
+            continue
+        if name == target:
+            kind: Literal["target", "drift", "added", "removed"] = "target"
+        elif va is None:
+            kind = "added"
+        elif vb is None:
+            kind = "removed"
+        else:
+            kind = "drift"
+        out.append(FreezeDiff(package=name, a=a.get(name), b=b.get(name), kind=kind))
+    return out
+
+
+async def reconcile(ws: Workspace, env_b: Env, freeze_a: dict[str, str], target: tuple[str, str],
+                    drift: list[FreezeDiff], timeout_s: float) -> list[dict[str, str | None]]:
+    """Pin drifted or removed packages of B back to A's versions; StepFailed(conflict) when impossible."""
+    wanted = [requirements_of({d.package: d.a}).strip() for d in drift if d.a is not None]
+    if not wanted:
+        return []
+    pins = {**freeze_a, **{k: v for k, v in env_b.freeze.items() if k not in freeze_a}}
+    await install_pinned(ws, env_b, wanted, pins, target, timeout_s, "uv pip install (pin back to A)")
+    env_b.freeze, (env_b.check_ok, env_b.check_output) = await asyncio.gather(
+        freeze_env(ws, env_b.python), check_env(ws, env_b.python))
+    return [{"package": d.package, "from": d.b, "to": d.a} for d in drift if d.a is not None]
+
+
+def remove(env: Env) -> None:
+    shutil.rmtree(env.folder, ignore_errors=True)
+
+
+def site_path(source: Path) -> str:
+    """PYTHONPATH that puts a source tree (and its src/ layout) ahead of any installed copy."""
+    parts = [str(source / "src")] if (source / "src").is_dir() else []
+    parts.append(str(source))
+    existing = os.environ.get("PYTHONPATH")
+    return os.pathsep.join(parts + ([existing] if existing else []))
