@@ -1,0 +1,352 @@
+"""check_collateral: did the fix break anything else? (Phase 4, "check collateral").
+
+The broader verification command runs twice through the shared runner: on `base` in a
+detached worktree under `.rootcause/worktrees/` and on the working tree that holds the fix.
+For pytest the failing test ids of the two runs are compared (junit XML written under
+`.rootcause/collateral/`, else the `FAILED ...` summary lines); for any other command the
+outcomes and failure signatures are. Both runs get PYTHONDONTWRITEBYTECODE and pytest's cache
+disabled, so the user's tree is left as it was, and PYTHONPATH starts with the tree under test,
+so the worktree's code is imported rather than an editable install of the working tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from tools import gitrepo
+from tools.context import ToolContext
+from tools.diagnosis import diagnose_run
+from tools.errors import UsageError
+from tools.interpreters import activation_env, resolve_python
+from tools.results import ToolResult
+from tools.runner import RunRecord, RunSpec, parse_command, read_output, run_process
+from tools.sessions import SessionStore, require_open
+from tools.workspace import Workspace
+from tools.worktrees import temporary_worktree
+
+Verdict = Literal["clean", "collateral", "inconclusive"]
+_FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", re.MULTILINE)
+_PYTEST_USAGE_CODES = {2, 3, 4, 5}
+
+
+class CheckCollateralInput(BaseModel):
+    """Check a fix for collateral damage: run a broader command on the base commit and on the fixed tree.
+
+    Use in Phase 4 after the targeted fix passes its reproducer: give the module's tests or another
+    trainer's smoke test. The base run happens in a detached git worktree (your tree and HEAD are
+    untouched), the fixed run in the working tree. pytest commands are compared test by test
+    (new_failures = broken by the fix); other commands by outcome and failure signature.
+    """
+
+    command: str | list[str] = Field(description="The broader verification command, e.g. 'pytest -q tests/'.")
+    base: str = Field("HEAD", description="The commit without the fix (default HEAD; the fix is the working tree).")
+    cwd: str = Field(".", description="Working directory relative to the root (the same folder in the worktree).")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for both runs.")
+    shell: bool = Field(False, description="Run the command through /bin/sh -c (pipes, &&).")
+    python: str | None = Field(None, description="Interpreter for a command starting with 'python' (and its env).")
+    timeout_s: float = Field(900.0, description="Wall-clock limit per run, in seconds.")
+    idle_timeout_s: float | None = Field(None, description="Stop a run that prints nothing for this many seconds.")
+    session_id: str | None = Field(None, description="Session to record the verdict in (advances Phase 4).")
+
+
+class SideRun(BaseModel):
+    tree: str = Field(description="'base <sha>' or 'working tree'.")
+    run_id: str
+    outcome: str
+    exit_code: int | None
+    duration_s: float
+    log_path: str
+    tests: int | None = Field(None, description="Tests reported (pytest).")
+    failing: list[str] = Field(default_factory=list, description="Failing test ids (pytest).")
+    signature: str | None = Field(None, description="Failure signature (when the run failed).")
+    source: str = Field("", description="Where the failing ids came from: junit, summary lines, diagnosis.")
+
+
+class CheckCollateralResult(ToolResult):
+    verdict: Verdict
+    new_failures: list[str] = Field(description="Failing with the fix, not on base: collateral damage.")
+    fixed: list[str] = Field(description="Failing on base, passing with the fix.")
+    still_failing: list[str] = Field(description="Failing on both.")
+    base_run: SideRun
+    fix_run: SideRun
+    base_sha: str
+    pytest: bool
+    reason: str
+    notes: list[str] = Field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"check_collateral: {self.verdict.upper()} — {self.reason}"]
+        for name, items in (("New failures (broken by the fix)", self.new_failures), ("Fixed", self.fixed),
+                            ("Still failing", self.still_failing)):
+            if items:
+                lines.append(f"{name} ({len(items)}): " + ", ".join(items[:20])
+                             + (f", … {len(items) - 20} more" if len(items) > 20 else ""))
+        for run in (self.base_run, self.fix_run):
+            tests = f", {run.tests} tests, {len(run.failing)} failing" if run.tests is not None else ""
+            lines.append(f"{run.tree}: {run.outcome} (exit {run.exit_code}{tests}) in {run.duration_s:.1f}s, "
+                         f"log {run.log_path}")
+        lines += [f"Note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def is_pytest(argv: list[str]) -> int | None:
+    """Index after the pytest word in argv (`pytest`, `py.test`, `python -m pytest`), None if not pytest."""
+    for i, word in enumerate(argv):
+        base = word.rsplit("/", 1)[-1]
+        if base in {"pytest", "py.test"}:
+            return i + 1
+        if word == "-m" and i + 1 < len(argv) and argv[i + 1] == "pytest":
+            return i + 2
+    return None
+
+
+async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> CheckCollateralResult:
+    ws = ctx.workspace
+    store = SessionStore(ws)
+    if inp.session_id:
+        require_open(store, inp.session_id)
+    argv, env = parse_command(inp.command, inp.shell)
+    env = {**env, **inp.env}
+    base_sha = gitrepo.resolve_ref(ws.root, inp.base)
+    cwd = ws.resolve(inp.cwd, must_exist=True, what="cwd")
+    if not cwd.is_dir():
+        raise UsageError(f"cwd {inp.cwd!r} is not a directory.", "give a folder inside the root")
+    top = Path(gitrepo.repo_for(ws.root).working_tree_dir).resolve()  # type: ignore[union-attr]
+    if inp.python:
+        python = resolve_python(ws, inp.python)
+        if argv and re.fullmatch(r"python(\d(\.\d+)?)?", argv[0]):
+            argv = [str(python), *argv[1:]]
+        env = {**activation_env(python), **env}
+    notes: list[str] = []
+    if _head(ws.root) == base_sha and not _has_changes(ws.root):
+        notes.append("the working tree has no changes against base: both runs test the same code")
+    folder = ws.state_dir("collateral", secrets.token_hex(4))
+    pytest_at = None if inp.shell else is_pytest(argv)
+    pytest = pytest_at is not None or (inp.shell and "pytest" in " ".join(argv))
+
+    async def run(tree: Path, label: str, step: int) -> tuple[RunRecord, Path]:
+        run_cwd = tree / cwd.relative_to(top) if tree != top else cwd
+        run_argv = [_outside_tree(argv[0], run_cwd, cwd), *argv[1:]]
+        junit = folder / f"{label}.xml"
+        run_env = {**env, "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONPATH": os.pathsep.join(_import_roots(run_cwd, tree) + _existing(env.get("PYTHONPATH")))}
+        extra = ["-p", "no:cacheprovider", f"--junitxml={junit}", "-rfE"]
+        if pytest_at is not None:
+            run_argv = run_argv[:pytest_at] + extra + run_argv[pytest_at:]
+        elif pytest:
+            run_env["PYTEST_ADDOPTS"] = " ".join([*map(shlex.quote, extra), env.get("PYTEST_ADDOPTS", "")]).strip()
+        await ctx.progress(step, 2, f"running the command on the {label} tree")
+        spec = RunSpec(argv=run_argv, cwd=run_cwd, env=run_env, timeout_s=inp.timeout_s,
+                       idle_timeout_s=inp.idle_timeout_s, label=f"collateral {label}")
+        return await run_process(spec, ws, ctx.progress), junit
+
+    with temporary_worktree(ws, f"collateral-{folder.name}", base_sha) as tree:
+        base_record, base_junit = await run(tree.resolve(), "base", 0)
+        base_dirs = [tree.resolve() / cwd.relative_to(top), tree.resolve() / ws.root.relative_to(top)]
+        base_dirs = [p.resolve() for p in base_dirs]
+        base = _side(base_record, f"base {base_sha[:10]}", pytest, base_junit, base_dirs, ws)
+    fix_record, fix_junit = await run(top, "fix", 1)
+    fix = _side(fix_record, "working tree", pytest, fix_junit, [cwd, ws.root], ws)
+    if pytest and base.source != fix.source:
+        # Compare like with like: ids from summary lines when one run has no junit report.
+        base = _side(base_record, base.tree, pytest, None, [], ws)
+        fix = _side(fix_record, fix.tree, pytest, None, [], ws)
+    await ctx.progress(2, 2, "comparing")
+    result = _judge(base, fix, pytest, base_sha, notes)
+    if inp.session_id:
+        md = f"check_collateral `{shlex.join(argv)}` against {inp.base} ({base_sha[:10]}): **{result.verdict}** — " \
+             f"{result.reason}"
+        if result.new_failures:
+            md += "\n\nNew failures: " + ", ".join(result.new_failures[:20])
+        diff_hash = gitrepo.diff_hash(ws.root)
+        store.record(inp.session_id, "check_collateral", md,
+                     {"verdict": result.verdict, "new_failures": result.new_failures[:50],
+                      "fixed": result.fixed[:50], "still_failing": result.still_failing[:50],
+                      "base": base_sha, "command": argv, "diff_hash": diff_hash}, phase=4)
+        store.set_facts(inp.session_id, collateral_verdict=result.verdict, collateral_diff_hash=diff_hash)
+    return result
+
+
+def _head(root: Path) -> str | None:
+    try:
+        return gitrepo.resolve_ref(root, "HEAD")
+    except UsageError:
+        return None
+
+
+def _has_changes(root: Path) -> bool:
+    # `git status` once, rather than gitpython's index diff, which leaves a cat-file helper process running.
+    repo = gitrepo.repo_for(root)
+    return bool(repo is not None and repo.git.status("--porcelain", "--untracked-files=normal", "--", ".").strip())
+
+
+def _outside_tree(program: str, run_cwd: Path, user_cwd: Path) -> str:
+    """A relative program path missing from the worktree (an untracked .venv/bin/python) runs from the user's tree."""
+    if os.sep in program and not os.path.isabs(program) and not (run_cwd / program).exists() \
+            and (user_cwd / program).exists():
+        return str((user_cwd / program).resolve())
+    return program
+
+
+def _import_roots(run_cwd: Path, tree: Path) -> list[str]:
+    roots = [run_cwd, tree, tree / "src"]
+    out: list[str] = []
+    for root in roots:
+        if root.is_dir() and str(root) not in out:
+            out.append(str(root))
+    return out
+
+
+def _existing(value: str | None) -> list[str]:
+    return [p for p in (value or os.environ.get("PYTHONPATH", "")).split(os.pathsep) if p]
+
+
+# ---------------------------------------------------------------- reading a run
+
+
+def _side(record: RunRecord, tree: str, pytest: bool, junit: Path | None, dirs: list[Path], ws: Workspace) -> SideRun:
+    side = SideRun(tree=tree, run_id=record.run_id, outcome=record.outcome, exit_code=record.exit_code,
+                   duration_s=record.duration_s, log_path=record.log_path)
+    if record.outcome != "pass":
+        side.signature = diagnose_run(record, ws.root).signature
+    if not pytest:
+        return side
+    if junit is not None and junit.is_file():
+        parsed = parse_junit(junit, dirs)
+        if parsed is not None:
+            side.tests, side.failing, side.source = parsed[0], parsed[1], "junit"
+            return side
+    output = read_output(record, ws)
+    failing = sorted(set(_FAILED_LINE.findall(output)))
+    if failing or record.outcome == "pass":
+        side.failing, side.source = failing, "summary lines"
+        return side
+    diagnosis = diagnose_run(record, ws.root)
+    side.failing, side.source = sorted(set(diagnosis.failed_tests)), "diagnosis"
+    return side
+
+
+def parse_junit(path: Path, dirs: list[Path]) -> tuple[int, list[str]] | None:
+    """(number of tests, failing ids) from a junit XML report; ids rebuilt as pytest node ids."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        tree = ET.parse(path)
+    except (ET.ParseError, OSError):
+        return None
+    failing: set[str] = set()
+    count = 0
+    for case in tree.iter("testcase"):
+        count += 1
+        if case.find("failure") is not None or case.find("error") is not None:
+            failing.add(_node_id(case.get("classname", ""), case.get("name", ""), dirs))
+    return count, sorted(failing)
+
+
+def _node_id(classname: str, name: str, dirs: list[Path]) -> str:
+    """`tests.test_mod.TestX` + `test_a[1]` -> `tests/test_mod.py::TestX::test_a[1]`, relative to the tree.
+
+    The classname is relative to pytest's rootdir, which may be the run's folder, the project root,
+    or (for a shell command that changes directory) something else: the module is looked up in the
+    first two, else by suffix among the tree's Python files when exactly one matches.
+    """
+    collection_error = not classname
+    parts = (name if collection_error else classname).split(".")
+    for cut in range(len(parts), 0, -1):
+        candidate = "/".join(parts[:cut]) + ".py"
+        found = _find_module(candidate, dirs)
+        if found:
+            return found if collection_error else "::".join([found, *parts[cut:], name])
+    return name if collection_error else f"{classname}::{name}"
+
+
+def _find_module(candidate: str, dirs: list[Path]) -> str | None:
+    if not dirs:
+        return None
+    root = dirs[-1]
+    for base in dirs:
+        if (base / candidate).is_file():
+            return (base / candidate).relative_to(root).as_posix() if base.is_relative_to(root) else candidate
+    matches = [p for p in _python_files(root) if p == candidate or p.endswith("/" + candidate)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _python_files(root: Path) -> list[str]:
+    skip = {".git", ".rootcause", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".nox"}
+    out: list[str] = []
+    for folder, subdirs, files in os.walk(root):
+        subdirs[:] = [d for d in subdirs if d not in skip and not d.startswith(".")]
+        out += [(Path(folder) / f).relative_to(root).as_posix() for f in files if f.endswith(".py")]
+        if len(out) > 50_000:
+            break
+    return out
+
+
+# ---------------------------------------------------------------- verdict
+
+
+def _ran(side: SideRun, pytest: bool) -> bool:
+    """The run produced a usable result: finished, and for pytest reached the tests."""
+    if side.outcome in {"hang", "crash"}:
+        return False
+    return not (pytest and side.exit_code in _PYTEST_USAGE_CODES and not side.failing)
+
+
+def _judge(base: SideRun, fix: SideRun, pytest: bool, base_sha: str, notes: list[str]) -> CheckCollateralResult:
+    def result(verdict: Verdict, reason: str, new: list[str], fixed: list[str], still: list[str]):
+        return CheckCollateralResult(verdict=verdict, reason=reason, new_failures=new, fixed=fixed,
+                                     still_failing=still, base_run=base, fix_run=fix, base_sha=base_sha,
+                                     pytest=pytest, notes=notes)
+
+    if pytest:
+        b, f = set(base.failing), set(fix.failing)
+        new, fixed, still = sorted(f - b), sorted(b - f), sorted(b & f)
+        if new and _ran(base, pytest):
+            return result("collateral", f"{len(new)} test(s) fail with the fix and passed on base", new, fixed, still)
+        if not _ran(fix, pytest):
+            return result("inconclusive", f"the run with the fix did not complete ({_what(fix)}): no verdict",
+                          new, fixed, still)
+        if not _ran(base, pytest):
+            if fix.outcome == "pass":
+                return result("clean", f"every test passes with the fix (the base run {_what(base)})",
+                              [], [], [])
+            return result("inconclusive", f"the base run {_what(base)}: cannot tell which failures are new",
+                          [], [], sorted(f))
+        if fix.outcome != "pass" and not f:
+            return result("inconclusive", f"the run with the fix failed ({_what(fix)}) but no failing test id "
+                          "was found", [], fixed, still)
+        why = "no test fails with the fix that passed on base"
+        if still:
+            why += f"; {len(still)} test(s) fail on both (not caused by the fix)"
+        return result("clean", why, [], fixed, still)
+    if not _ran(base, False) or not _ran(fix, False):
+        return result("inconclusive", f"base {_what(base)}, fix {_what(fix)}: a hang or crash gives no verdict",
+                      [], [], [])
+    if base.outcome == "pass" and fix.outcome == "pass":
+        return result("clean", "the command passes on base and with the fix", [], [], [])
+    if base.outcome == "pass":
+        return result("collateral", f"the command passes on base and fails with the fix ({fix.signature})",
+                      [fix.signature or "failure"], [], [])
+    if fix.outcome == "pass":
+        return result("clean", "the command failed on base and passes with the fix", [], [base.signature or "failure"],
+                      [])
+    if base.signature == fix.signature:
+        return result("inconclusive", "the command fails the same way on base and with the fix, so it cannot show "
+                      "whether the fix broke something behind that failure", [], [], [fix.signature or "failure"])
+    return result("collateral", "the command fails differently with the fix than on base", [fix.signature or ""],
+                  [base.signature or ""], [])
+
+
+def _what(side: SideRun) -> str:
+    if side.outcome == "hang":
+        return "hung (timed out)"
+    if side.outcome == "crash":
+        return "crashed"
+    return f"ended with exit code {side.exit_code}"
