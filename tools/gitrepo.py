@@ -80,3 +80,21 @@ def resolve_ref(root: Path, ref: str) -> str:
         return repo.git.rev_parse("--verify", "--end-of-options", f"{ref}^{{commit}}")
     except git.GitCommandError:
         raise UsageError(f"git ref {ref!r} does not resolve to a commit.", "check `git log --oneline`") from None
+
+
+def blob_sha(path: Path) -> str:
+    """Git's blob id of a file's current content (computed here, nothing written to .git); 'missing' if absent."""
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return "missing"
+    return hashlib.sha1(b"blob %d\x00" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def file_fingerprints(root: Path, limit: int = 2_000) -> dict[str, str]:
+    """{path: blob id} of every changed or untracked file (at most `limit`): tells later edits from earlier ones."""
+    repo = repo_for(root)
+    if repo is None or not repo.working_tree_dir:
+        return {}
+    top = Path(repo.working_tree_dir)
+    return {name: blob_sha(top / name) for name in changed_files(root)[:limit]}

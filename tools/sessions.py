@@ -68,6 +68,8 @@ class SessionState(BaseModel):
     created_ts: float
     head: str | None = None
     diff_hash: str | None = None
+    start_files: dict[str, str] = Field(default_factory=dict)
+    """Blob ids of the files already changed or untracked at start: later edits are told apart from them."""
     status: Literal["open", "stopped", "closed"] = "open"
     path_changes: list[str] = Field(default_factory=list)
     evidence: list[Evidence] = Field(default_factory=list)
@@ -155,8 +157,20 @@ def triage(symptom: str, path_hint: str | None = None) -> Triage:
 # ---------------------------------------------------------------- store
 
 
+CLOCK_OFFSET_ENV = "ROOTCAUSE_CLOCK_OFFSET_S"
+
+
+def now() -> float:
+    """Wall-clock seconds, shifted by ROOTCAUSE_CLOCK_OFFSET_S: lets tests age a session (Quick Path 15 min)."""
+    try:
+        offset = float(os.environ.get(CLOCK_OFFSET_ENV, "0") or 0)
+    except ValueError:
+        offset = 0.0
+    return time.time() + offset
+
+
 def _now() -> tuple[str, float]:
-    ts = time.time()
+    ts = now()
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds"), ts
 
 
@@ -219,6 +233,7 @@ class SessionStore:
         state = SessionState(
             session_id=session_id, symptom=symptom, created_at=at, created_ts=ts, phases=phases,
             head=gitrepo.head_sha(self.workspace.root), diff_hash=gitrepo.diff_hash(self.workspace.root),
+            start_files=gitrepo.file_fingerprints(self.workspace.root),
             **result.model_dump(),
         )
         folder = self.workspace.state_dir("sessions", session_id)
@@ -305,6 +320,37 @@ def require_open(store: SessionStore, session_id: str) -> SessionState:
 # ---------------------------------------------------------------- report
 
 
+def _protocol_sections(state: SessionState) -> list[str]:
+    """Hypotheses in order with their results, then fix attempts: the spine of the investigation."""
+    lines: list[str] = []
+    hypotheses = [e for e in state.evidence if e.tool == "verify_hypothesis"]
+    if hypotheses:
+        lines += ["", "## Hypotheses", ""]
+    for ev in hypotheses:
+        d = ev.data
+        gate = d.get("gate") or {}
+        failed = [c.get("name") for c in gate.get("checks", []) if not c.get("passed")]
+        review = "; needs review" if d.get("needs_review") else ""
+        lines.append(
+            f"{d.get('number', '?')}. **{str(d.get('result', '?')).upper()}** — {d.get('hypothesis', '')} "
+            f"_(expect {d.get('expect')}; confidence {d.get('confidence')}; gate "
+            f"{'passed' if gate.get('passed') else 'failed: ' + ', '.join(map(str, failed))}{review}; "
+            f"evidence {ev.seq})_"
+        )
+        lines.append(f"   - {d.get('reason', '')}")
+    fixes = [e for e in state.evidence if e.tool == "record_fix_attempt"]
+    if fixes:
+        lines += ["", "## Fix attempts", ""]
+    for ev in fixes:
+        d = ev.data
+        verdict = "fixed" if d.get("fixed") else ("STOP" if d.get("stop") else "not fixed")
+        lines.append(f"{d.get('attempt', '?')}. **{verdict}** — {d.get('description', '')} "
+                     f"_(`{d.get('command', '')}`; consecutive failures {d.get('consecutive_failures')}; "
+                     f"evidence {ev.seq})_")
+        lines.append(f"   - {d.get('reason', '')}")
+    return lines
+
+
 def render_report(state: SessionState) -> str:
     lines = [
         f"# rootcause session {state.session_id}",
@@ -323,6 +369,7 @@ def render_report(state: SessionState) -> str:
     marks = {"pending": "[ ]", "in_progress": "[~]", "done": "[x]", "skipped": "[-]"}
     for phase in state.phases:
         lines.append(f"- {marks[phase.status]} Phase {phase.number}: {phase.name} — {phase.status}")
+    lines += _protocol_sections(state)
     lines += ["", "## Evidence", ""]
     if not state.evidence:
         lines.append("_No evidence recorded yet._")

@@ -1,0 +1,163 @@
+"""What an experiment is compared with: the session's baseline failure and its starting tree.
+
+The failure baseline is the reproduce evidence recorded in the session (its status, runs
+and diagnosis signature); a log diagnosed with diagnose_log stands in when nothing was
+reproduced, and as a last resort the first failing run these tools saw themselves
+(kept in the session facts as `baseline_fallback`). The tree baseline is what start_session
+recorded: HEAD and the blob ids of the files already edited then.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import git
+from pydantic import BaseModel, Field
+
+from tools import gitrepo
+from tools.sessions import SessionState
+
+FALLBACK_FACT = "baseline_fallback"
+
+
+class Baseline(BaseModel):
+    source: Literal["reproduce", "diagnose_log", "fallback"]
+    evidence_seq: int | None = None
+    status: str | None = Field(None, description="reproduce's status: reproduced | flaky | not_reproduced.")
+    signature: str | None = None
+    outcomes: list[str] = Field(default_factory=list)
+    consistent: bool | None = None
+    error: str | None = None
+
+    @property
+    def flaky(self) -> bool:
+        return self.status == "flaky" or (self.consistent is False and self.status != "not_reproduced")
+
+    def one_line(self) -> str:
+        where = f"{self.source} (evidence {self.evidence_seq})" if self.evidence_seq else self.source
+        outcomes = f", runs {', '.join(self.outcomes)}" if self.outcomes else ""
+        return f"{where}: {self.status or 'failed'}{outcomes}; signature `{self.signature or '-'}`"
+
+
+def _from_reproduce(data: dict[str, Any], seq: int) -> Baseline:
+    diagnosis = data.get("diagnosis") or {}
+    runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
+    failing = [r.get("signature") for r in runs if r.get("outcome") != "pass" and r.get("signature")]
+    error = None
+    if diagnosis.get("exception_type"):
+        error = f"{diagnosis['exception_type']}: {diagnosis.get('message') or ''}".strip()
+    return Baseline(
+        source="reproduce", evidence_seq=seq, status=data.get("status"),
+        signature=diagnosis.get("signature") or (failing[0] if failing else None),
+        outcomes=[str(r.get("outcome")) for r in runs], consistent=data.get("consistent"), error=error,
+    )
+
+
+def baseline_of(state: SessionState) -> Baseline | None:
+    """The latest reproduction that failed, else the latest reproduce, else a diagnosed log, else the fallback."""
+    reproduced = [e for e in state.evidence if e.tool == "reproduce"]
+    for ev in reversed(reproduced):
+        if ev.data.get("status") in ("reproduced", "flaky"):
+            return _from_reproduce(ev.data, ev.seq)
+    if reproduced:
+        return _from_reproduce(reproduced[-1].data, reproduced[-1].seq)
+    for ev in reversed(state.evidence):
+        diagnosis = ev.data.get("diagnosis") if ev.tool == "diagnose_log" else None
+        if isinstance(diagnosis, dict) and diagnosis.get("signature"):
+            return Baseline(source="diagnose_log", evidence_seq=ev.seq, status="from_log",
+                            signature=diagnosis["signature"], error=diagnosis.get("message"))
+    fallback = state.facts.get(FALLBACK_FACT)
+    if isinstance(fallback, dict):
+        return Baseline.model_validate({**fallback, "source": "fallback"})
+    return None
+
+
+# ---------------------------------------------------------------- the tree since the session started
+
+
+class FileChange(BaseModel):
+    path: str
+    hunks: int | None = Field(None, description="Separate changed regions; unknown for a file already edited at start.")
+    added: int | None = None
+    removed: int | None = None
+    note: str = ""
+
+    def one_line(self) -> str:
+        if self.hunks is None:
+            return f"{self.path} ({self.note or 'changed'})"
+        size = f"+{self.added} -{self.removed}, " if self.added is not None else ""
+        note = f"; {self.note}" if self.note else ""
+        return f"{self.path} ({size}{self.hunks} hunk{'s' if self.hunks != 1 else ''}{note})"
+
+
+class TreeChanges(BaseModel):
+    start_head: str | None
+    head: str | None
+    files: list[FileChange] = Field(default_factory=list)
+
+    @property
+    def head_moved(self) -> bool:
+        return self.start_head != self.head
+
+    def summary(self) -> str:
+        moved = f"HEAD moved {self.start_head[:10]} -> {self.head[:10]}; " if self.head_moved and self.start_head \
+            and self.head else ""
+        if not self.files:
+            return moved + "no file differs from the session start"
+        return moved + "; ".join(f.one_line() for f in self.files)
+
+
+def _start_blob(repo: Any, start_head: str | None, path: str, start_files: dict[str, str]) -> str:
+    if path in start_files:
+        return start_files[path]
+    if start_head is None:
+        return "missing"
+    # One-off git commands, not gitpython's object database: that keeps a `git cat-file` child alive.
+    try:
+        return repo.git.rev_parse("--verify", "--quiet", f"{start_head}:{path}")
+    except git.GitCommandError:
+        return "missing"
+
+
+def _hunks(repo: Any, start_head: str, path: str) -> tuple[int, int, int]:
+    text = repo.git.diff("-U0", "--no-color", "--no-ext-diff", start_head, "--", path)
+    hunks = added = removed = 0
+    for line in text.splitlines():
+        if line.startswith("@@"):
+            hunks += 1
+        elif line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return hunks, added, removed
+
+
+def tree_changes(root: Path, state: SessionState) -> TreeChanges | None:
+    """Files whose content differs from what they were when the session started (None outside git)."""
+    repo = gitrepo.repo_for(root)
+    if repo is None or not repo.working_tree_dir:
+        return None
+    top = Path(repo.working_tree_dir)
+    head = gitrepo.head_sha(root)
+    start_head = state.head
+    candidates = set(state.start_files) | set(gitrepo.changed_files(root))
+    if start_head and head and start_head != head:
+        candidates |= set(repo.git.diff("--name-only", "--no-renames", start_head, head).splitlines())
+    changes = TreeChanges(start_head=start_head, head=head)
+    untracked = set(repo.untracked_files)
+    for path in sorted(p for p in candidates if p):
+        now = gitrepo.blob_sha(top / path)
+        if now == _start_blob(repo, start_head, path, state.start_files):
+            continue
+        if path in state.start_files:
+            changes.files.append(FileChange(path=path, note="edited again; it already had uncommitted changes "
+                                                           "at the session start, so its hunks are not counted"))
+        elif path in untracked or start_head is None:
+            lines = (top / path).read_text(encoding="utf-8", errors="replace").count("\n") if now != "missing" else 0
+            changes.files.append(FileChange(path=path, hunks=1, added=lines, removed=0, note="new file"))
+        else:
+            hunks, added, removed = _hunks(repo, start_head, path)
+            changes.files.append(FileChange(path=path, hunks=hunks, added=added, removed=removed,
+                                            note="deleted" if now == "missing" else ""))
+    return changes
