@@ -1,0 +1,232 @@
+"""capture_knowledge: Phase 5 — write what was learned into the knowledge files, or say why there is nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tools.context import ToolContext
+from tools.errors import UsageError
+from tools.knowledge import appender
+from tools.knowledge.dedupe import find_duplicate
+from tools.knowledge.entries import parse_markdown
+from tools.knowledge.folder import knowledge_dir, markdown_files, read_strict
+from tools.knowledge.guards import working_tree_changes
+from tools.knowledge.index import load_index
+from tools.knowledge.testmap import SuggestedTest, load_testmap, suggest
+from tools.results import ToolResult
+from tools.sessions import SessionStore, require_open
+from tools.workspace import Workspace
+
+Kind = Literal["constraint", "architecture", "regression_guard", "docs", "none"]
+TARGETS = {"constraint": "constraints.md", "architecture": "architecture.md"}
+HEADERS = {
+    "constraints.md": "# Constraints\n\nRules of this project that, when broken, cause crashes, hangs or wrong "
+                      "results. One numbered entry per constraint.\n",
+    "architecture.md": "# Architecture\n\nHow this project's parts fit together. One numbered entry per insight.\n",
+}
+DEFAULT_SECTION = {"constraint": "General", "architecture": "General"}
+DEFAULT_DOCS = "docs/troubleshooting.md"
+DOCS_HEADER = "# Troubleshooting\n\nNotes from debugging sessions, one section per problem.\n"
+NONE_STATEMENT = "no new knowledge to capture"
+MAX_PATHS = 20
+
+
+class CaptureKnowledgeInput(BaseModel):
+    """Phase 5 (mandatory) knowledge capture. kind constraint / architecture appends a numbered entry to
+    constraints.md / architecture.md in the file's own format (next number, bold title, sub-bullets), unless a
+    near-duplicate exists; regression_guard says which CI-enumerated test should get the regression case (from
+    testing.md); docs appends a section to a file under docs/; none records "no new knowledge to capture" with the
+    reason in body. With a session, Phase 5 is marked done."""
+
+    kind: Kind = Field(description="constraint | architecture | regression_guard | docs | none.")
+    title: str | None = Field(None, description="One-line title of the entry (constraint, architecture, docs).")
+    body: str | None = Field(
+        None, description="The content: bullets ('- ...' lines) or paragraphs, each becomes one sub-bullet. "
+        "For kind none: the reason there is nothing to capture.")
+    session_id: str | None = Field(None, description="Session id from start_session: records the capture and "
+                                   "marks Phase 5 done.")
+    section: str | None = Field(None, description="Heading to file the entry under (plain text, e.g. 'Checkpoint' "
+                                "or 'Distributed Training > FSDP2'); default: the best-matching section, else a "
+                                "new one at the end.")
+    paths: list[str] | None = Field(None, description="For regression_guard: the changed files (default: the "
+                                    "working tree's changes).")
+    file: str | None = Field(None, description=f"For docs: the Markdown file under docs/ (default {DEFAULT_DOCS}).")
+    knowledge_dir: str | None = Field(
+        None, description="Knowledge folder inside the root. Default: $ROOTCAUSE_KNOWLEDGE_DIR, else "
+        ".agents/knowledge.")
+
+
+class Written(BaseModel):
+    file: str
+    line: int
+    title: str
+    section: str
+    number: int | None = None
+    created_file: bool = False
+    new_section: bool = False
+
+
+class DuplicateOf(BaseModel):
+    file: str
+    line: int
+    title: str
+    score: float
+    title_similarity: float
+    body_similarity: float
+
+
+class RecordedNone(BaseModel):
+    statement: str = NONE_STATEMENT
+    reason: str
+
+
+class CaptureKnowledgeResult(ToolResult):
+    kind: str
+    written: Written | None = None
+    duplicate_of: DuplicateOf | None = None
+    suggested_test: SuggestedTest | None = None
+    suggested_tests: list[SuggestedTest] = Field(default_factory=list)
+    recorded_none: RecordedNone | None = None
+    phase5: str | None = None
+    """'done' when a session was given."""
+    next: str
+
+    def summary(self) -> str:
+        if self.written:
+            w = self.written
+            num = f"{w.number}. " if w.number is not None else ""
+            lines = [f"Wrote {num}{w.title} to {w.file}:{w.line} (section: {w.section or 'top level'}"
+                     + (", new section" if w.new_section else "") + (", new file" if w.created_file else "") + ")."]
+        elif self.duplicate_of:
+            d = self.duplicate_of
+            lines = [f"Not written: near-duplicate of '{d.title}' at {d.file}:{d.line} (similarity {d.score:.0f}). "
+                     "Extend that entry by hand if something is missing."]
+        elif self.recorded_none:
+            lines = [f"Recorded: {self.recorded_none.statement} — {self.recorded_none.reason}"]
+        else:
+            lines = [f"Regression guard for {s.changed_path or 'the change'}: {s.statement}"
+                     for s in self.suggested_tests or ([self.suggested_test] if self.suggested_test else [])]
+        if self.phase5:
+            lines.append(f"Phase 5: {self.phase5}.")
+        lines.append(f"Next: {self.next}")
+        return "\n".join(lines)
+
+
+def capture_knowledge(inp: CaptureKnowledgeInput, ctx: ToolContext) -> CaptureKnowledgeResult:
+    store = SessionStore(ctx.workspace)
+    if inp.session_id:
+        require_open(store, inp.session_id)
+    section = appender.validate_section(inp.section)
+    folder = knowledge_dir(ctx.workspace, inp.knowledge_dir)
+    if inp.kind in TARGETS:
+        result = _write_entry(inp, ctx.workspace, folder, section)
+    elif inp.kind == "docs":
+        result = _write_docs(inp, ctx.workspace, folder)
+    elif inp.kind == "regression_guard":
+        result = _regression_guard(inp, ctx.workspace, folder)
+    else:
+        reason = (inp.body or inp.title or "").strip()
+        if not reason:
+            raise UsageError("kind 'none' needs the reason there is nothing to capture, in body.",
+                             "e.g. body='typo in a config path; no rule or insight a future reader needs'")
+        result = CaptureKnowledgeResult(kind="none", recorded_none=RecordedNone(reason=reason), next="")
+    result.next = ("close_session to get the final report" if inp.session_id
+                   else "done; pass session_id next time so the session records Phase 5")
+    if inp.session_id:
+        store.record(inp.session_id, "capture_knowledge", result.summary(), _evidence(result), phase=5,
+                     phase_status="done")
+        result.phase5 = "done"
+    return result
+
+
+def _evidence(result: CaptureKnowledgeResult) -> dict[str, Any]:
+    return result.model_dump(mode="json", include={"kind", "written", "duplicate_of", "suggested_test",
+                                                   "recorded_none"})
+
+
+def _write_entry(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path,
+                 section: str | None) -> CaptureKnowledgeResult:
+    title = appender.validate_title(inp.title, inp.kind)
+    bullets = appender.body_bullets(inp.body, inp.kind)
+    target = folder / TARGETS[inp.kind]
+    rel = workspace.relative(target)
+    with appender.lock_for(workspace, target):
+        created = not target.exists()
+        text = HEADERS[target.name] if created else read_strict(target, workspace)
+        parsed = parse_markdown(text, rel)
+        others = [e for e in load_index(folder, workspace.root).entries if e.file != rel]
+        dup = find_duplicate(title, "\n".join(bullets), parsed.entries + others)
+        if dup is not None:
+            return CaptureKnowledgeResult(kind=inp.kind, next="", duplicate_of=DuplicateOf(
+                file=dup.entry.file, line=dup.entry.line, title=dup.entry.title, score=dup.score,
+                title_similarity=dup.title_score, body_similarity=dup.body_score))
+        insertion = appender.plan(text, parsed, title, bullets, section, DEFAULT_SECTION[inp.kind])
+        new_text = appender.apply(text, insertion)
+        appender.atomic_write(target, new_text)
+    entry = appender.locate(new_text, rel, title, insertion.number)
+    return CaptureKnowledgeResult(kind=inp.kind, next="", written=Written(
+        file=rel, line=entry.line if entry else 0, title=title, section=insertion.section,
+        number=insertion.number, created_file=created, new_section=insertion.new_section))
+
+
+_DOCS_HEADING = re.compile(r"^\s{0,3}#{1,6}(\s|$)")
+
+
+def _write_docs(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path) -> CaptureKnowledgeResult:
+    title = appender.validate_title(inp.title, "docs")
+    body = (inp.body or "").strip()
+    if not body:
+        raise UsageError("body is empty: kind 'docs' appends a section and needs its text.",
+                         "give the explanation as Markdown paragraphs or bullets")
+    if any(_DOCS_HEADING.match(line) for line in body.splitlines()) or body.count("```") % 2:
+        raise UsageError("body would add headings or an unclosed code fence to the docs file.",
+                         "use paragraphs, bullets and closed ``` fences; the title becomes the section heading")
+    docs_root = workspace.root / "docs"
+    target = workspace.resolve(inp.file or DEFAULT_DOCS, what="docs file")
+    if docs_root.resolve() not in target.parents or target.suffix.lower() not in (".md", ".markdown"):
+        raise UsageError(f"docs file {inp.file!r} must be a Markdown file under docs/.",
+                         f"e.g. file='{DEFAULT_DOCS}'")
+    rel = workspace.relative(target)
+    with appender.lock_for(workspace, target):
+        created = not target.exists()
+        text = DOCS_HEADER if created else read_strict(target, workspace)
+        parsed = parse_markdown(text, rel)
+        dup = find_duplicate(title, body, [e for e in parsed.entries if e.kind == "heading"])
+        if dup is not None:
+            return CaptureKnowledgeResult(kind="docs", next="", duplicate_of=DuplicateOf(
+                file=dup.entry.file, line=dup.entry.line, title=dup.entry.title, score=dup.score,
+                title_similarity=dup.title_score, body_similarity=dup.body_score))
+        levels = [h.level for h in parsed.headings if h.level >= 2]
+        level = min(levels) if levels else 2
+        lead = "" if text.endswith("\n") or not text else "\n"
+        block = f"{lead}\n{'#' * level} {title}\n\n{body}\n"
+        new_text = text + block
+        appender.atomic_write(target, new_text)
+    line = text.count("\n") + lead.count("\n") + 2
+    return CaptureKnowledgeResult(kind="docs", next="", written=Written(
+        file=rel, line=line, title=title, section=title, created_file=created, new_section=True))
+
+
+def _regression_guard(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path) -> CaptureKnowledgeResult:
+    knowledge = {workspace.relative(p) for p in markdown_files(folder)}
+    if inp.paths is not None:
+        paths = [workspace.relative(workspace.resolve(p, what="path")) for p in inp.paths]
+    else:
+        paths = [p for p in working_tree_changes(workspace.root)
+                 if p not in knowledge and not p.startswith(".rootcause/")]
+    texts: dict[str, str] = {}
+    for path in markdown_files(folder):
+        try:
+            texts[workspace.relative(path).rsplit("/", 1)[-1]] = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    tm = load_testmap(texts)
+    text = f"{inp.title or ''}\n{inp.body or ''}"
+    suggestions = [suggest(tm, p, text) for p in paths[:MAX_PATHS]] or [suggest(tm, None, text)]
+    primary = next((s for s in suggestions if s.changed_path and not s.wired), suggestions[0])
+    return CaptureKnowledgeResult(kind="regression_guard", next="", suggested_test=primary,
+                                  suggested_tests=suggestions)

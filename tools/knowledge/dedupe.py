@@ -1,0 +1,56 @@
+"""Near-duplicate knowledge: the same point with a reworded title or body (rapidfuzz on stemmed tokens)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tools.knowledge.entries import Entry
+from tools.knowledge.vocabulary import concepts, words
+
+TITLE_ALONE = 88.0
+BODY_ALONE = 85.0
+# (title, body) pairs that together make a duplicate: a close title with a related body, or the reverse.
+TITLE_WITH_BODY = ((72.0, 70.0), (80.0, 55.0))
+MIN_BODY_WORDS = 6
+
+
+@dataclass
+class Duplicate:
+    entry: Entry
+    score: float
+    title_score: float
+    body_score: float
+
+
+def normalize(text: str) -> str:
+    """Sorted unique stems plus concept names: word order, inflection and markup stop mattering."""
+    plain = re.sub(r"[`*_#>\[\]()]", " ", text)
+    return " ".join(sorted(set(words(plain)) | {f"~{c}" for c in concepts(plain)}))
+
+
+def similarity(a: str, b: str) -> float:
+    from rapidfuzz import fuzz
+
+    if not a or not b:
+        return 0.0
+    # token_set alone calls a short text a perfect match of any text containing it; the sort ratio tempers that.
+    return (fuzz.token_set_ratio(a, b) + fuzz.token_sort_ratio(a, b)) / 2
+
+
+def find_duplicate(title: str, body: str, entries: list[Entry]) -> Duplicate | None:
+    new_title, new_body = normalize(title), normalize(body)
+    body_words = len(new_body.split())
+    best: Duplicate | None = None
+    for entry in entries:
+        if entry.kind == "section":
+            continue
+        t = similarity(new_title, normalize(entry.title))
+        b = similarity(new_body, normalize(entry.body)) if body_words else 0.0
+        is_dup = (t >= TITLE_ALONE or (b >= BODY_ALONE and body_words >= MIN_BODY_WORDS)
+                  or any(t >= tt and b >= bb for tt, bb in TITLE_WITH_BODY))
+        if is_dup:
+            score = round(max(t, b, (t + b) / 2), 1)
+            if best is None or score > best.score:
+                best = Duplicate(entry, score, round(t, 1), round(b, 1))
+    return best
