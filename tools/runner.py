@@ -13,6 +13,7 @@ same teardown runs in a `finally`, so a cancelled call leaves no process behind.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import secrets
@@ -24,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+import anyio
 import psutil
 from pydantic import BaseModel, Field
 
@@ -52,6 +54,7 @@ class RunSpec(BaseModel):
 class ProcessStack(BaseModel):
     pid: int
     cmdline: str
+    rank: int | None = None
     method: Literal["py-spy", "faulthandler", "none"]
     text: str
 
@@ -201,6 +204,11 @@ def _py_spy() -> str | None:
     return which("py-spy")
 
 
+# py-spy needs ptrace rights that containers often withhold; after one failure on this host
+# the faulthandler fallback is used directly instead of paying py-spy's start-up per process.
+_PY_SPY_WORKS: bool | None = None
+
+
 def _is_python(proc: psutil.Process) -> bool:
     try:
         name = proc.name().lower()
@@ -210,75 +218,154 @@ def _is_python(proc: psutil.Process) -> bool:
     return "python" in name or "python" in exe or name in {"pytest", "torchrun"}
 
 
-async def capture_stacks(procs: list[psutil.Process], log_path: Path) -> list[ProcessStack]:
-    """Python stacks of every Python process: py-spy dump each, else SIGABRT for faulthandler."""
-    py_spy = _py_spy()
-    pythons = [p for p in procs if _is_python(p)]
+def _rank_of(proc: psutil.Process) -> int | None:
+    try:
+        value = proc.environ().get("RANK")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+        return None
+    return int(value) if value and value.isdigit() else None
 
-    async def dump(proc: psutil.Process) -> ProcessStack:
+
+def _signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            pass
+
+
+async def _py_spy_dump(py_spy: str, pid: int) -> str | None:
+    try:
+        child = await asyncio.create_subprocess_exec(
+            py_spy, "dump", "--nonblocking", "--pid", str(pid), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+        )
+    except OSError:
+        return None
+    try:
+        out, _ = await asyncio.wait_for(child.communicate(), timeout=15)
+    except TimeoutError:
+        child.kill()
+        await child.wait()
+        return None
+    return out.decode("utf-8", "replace") if child.returncode == 0 and out.strip() else None
+
+
+async def _faulthandler_dump(proc: psutil.Process, log_path: Path) -> str:
+    """SIGABRT one (stopped) process and continue it: PYTHONFAULTHANDLER writes its stacks to the log."""
+    before = log_path.stat().st_size if log_path.exists() else 0
+    try:
+        proc.send_signal(signal.SIGABRT)
+        proc.send_signal(signal.SIGCONT)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return ""
+    await asyncio.to_thread(psutil.wait_procs, [proc], 2.0)
+    await asyncio.sleep(0.05)
+    with open(log_path, "rb") as fh:
+        fh.seek(before)
+        dumped = fh.read(64_000).decode("utf-8", "replace")
+    return dumped if ("File \"" in dumped or "most recent call first" in dumped) else ""
+
+
+async def capture_stacks(procs: list[psutil.Process], log_path: Path) -> list[ProcessStack]:
+    """Python stacks of every Python process in a tree, one attributable dump per process.
+
+    The whole tree is frozen (SIGSTOP) first, so no process reacts to a peer being dumped
+    (a rank whose peer dies would leave its collective and lose the very frame we want).
+    Each process is then dumped with py-spy, or else sent SIGABRT and continued alone, so
+    the faulthandler text that lands in the log between two offsets is that process's stacks.
+    Dumped processes die; the rest stay stopped until kill_tree terminates them.
+    """
+    global _PY_SPY_WORKS
+    _signal_all(procs, signal.SIGSTOP)
+    pythons = [p for p in procs if _is_python(p)]
+    py_spy = _py_spy() if _PY_SPY_WORKS is not False else None
+    stacks: list[ProcessStack] = []
+    for proc in pythons:
         try:
             cmdline = " ".join(proc.cmdline())[:300]
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            cmdline = ""
+            continue
+        stack = ProcessStack(pid=proc.pid, cmdline=cmdline, rank=_rank_of(proc), method="none", text="")
         if py_spy:
-            try:
-                child = await asyncio.create_subprocess_exec(
-                    py_spy, "dump", "--pid", str(proc.pid), stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                )
-                out, _err = await asyncio.wait_for(child.communicate(), timeout=15)
-                if child.returncode == 0 and out.strip():
-                    return ProcessStack(pid=proc.pid, cmdline=cmdline, method="py-spy",
-                                        text=out.decode("utf-8", "replace")[:8000])
-            except (TimeoutError, OSError):
-                pass
-        return ProcessStack(pid=proc.pid, cmdline=cmdline, method="none", text="")
-
-    stacks = list(await asyncio.gather(*(dump(p) for p in pythons)))
-    missing = [s for s in stacks if s.method == "none"]
-    if missing:
-        before = log_path.stat().st_size if log_path.exists() else 0
-        for stack in missing:
-            try:
-                os.kill(stack.pid, signal.SIGABRT)
-            except ProcessLookupError:
-                continue
-        await asyncio.sleep(1.0)
-        with open(log_path, "rb") as fh:
-            fh.seek(before)
-            dumped = fh.read(200_000).decode("utf-8", "replace")
-        for stack in missing:
-            if "Fatal Python error" in dumped or "Current thread" in dumped or "Thread 0x" in dumped:
-                stack.method = "faulthandler"
-                stack.text = dumped[:8000]
+            text = await _py_spy_dump(py_spy, proc.pid)
+            _PY_SPY_WORKS = text is not None
+            if text:
+                stack.method, stack.text = "py-spy", text[:8000]
+            else:
+                py_spy = None
+        stacks.append(stack)
+    for stack in stacks:
+        if stack.method == "none" and log_path.exists():
+            proc = next(p for p in pythons if p.pid == stack.pid)
+            text = await _faulthandler_dump(proc, log_path)
+            if text:
+                stack.method, stack.text = "faulthandler", text[:8000]
     return stacks
 
 
 async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
-    """SIGTERM the group and every process, wait a grace period, SIGKILL what is left."""
+    """SIGTERM (and SIGCONT, for stopped ones) the group and every process, grace period, then SIGKILL."""
     if pgid is not None:
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            pass
-    for proc in procs:
-        try:
-            proc.send_signal(signal.SIGTERM)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
+        for sig in (signal.SIGTERM, signal.SIGCONT):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    _signal_all(procs, signal.SIGTERM)
+    _signal_all(procs, signal.SIGCONT)
     _, alive = await asyncio.to_thread(psutil.wait_procs, procs, KILL_GRACE_S)
     if pgid is not None:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    for proc in alive:
-        try:
-            proc.kill()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
+    _signal_all(alive, signal.SIGKILL)
     if alive:
         await asyncio.to_thread(psutil.wait_procs, alive, 2.0)
+
+
+# Process groups of runs in flight: killed at interpreter exit should a run outlive its call
+# (a server stopped by its client between two awaits).
+_ACTIVE: dict[str, int] = {}
+
+
+def _kill_active() -> None:
+    for run_id, pgid in list(_ACTIVE.items()):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in _marked_processes(run_id, None):
+            try:
+                proc.kill()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+
+
+atexit.register(_kill_active)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+async def _teardown(proc: asyncio.subprocess.Process, run_id: str, started_wall: float) -> None:
+    """Kill whatever is left of the run (the tree, the group, marked strays), then reap the child."""
+    for _attempt in range(3):
+        leftovers = [p for p in process_tree(proc.pid, run_id, started_wall) if _alive(p)]
+        if not leftovers and proc.returncode is not None:
+            break
+        await kill_tree(leftovers, proc.pid)
+        if proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=5)
+            except TimeoutError:
+                pass
+    _ACTIVE.pop(run_id, None)
 
 
 async def run_process(
@@ -310,7 +397,7 @@ async def run_process(
             )
         except (PermissionError, OSError) as exc:
             raise UsageError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}.", "check the command") from None
-        pgid = proc.pid
+        _ACTIVE[run_id] = proc.pid
         try:
             last_size, last_growth, last_progress = 0, started, started
             while True:
@@ -330,7 +417,7 @@ async def run_process(
                 elif spec.idle_timeout_s is not None and now - last_growth >= spec.idle_timeout_s:
                     timed_out = "idle"
                 if timed_out:
-                    note = f"{spec.label}: {timed_out} timeout, capturing stacks"
+                    note = f"{spec.label}: {timed_out} timeout after {now - started:.0f}s, capturing stacks"
                     await progress(now - started, spec.timeout_s, note)
                     stacks = await capture_stacks(process_tree(proc.pid, run_id, started_wall), log_path)
                     break
@@ -340,14 +427,10 @@ async def run_process(
                                    f"{spec.label}: {now - started:.0f}s, last line: {_last_line(log_path)}")
         finally:
             # Runs on success, timeout, error and cancellation alike: nothing outlives the call.
-            leftovers = [p for p in process_tree(proc.pid, run_id, started_wall) if p.is_running()]
-            if leftovers or proc.returncode is None:
-                await asyncio.shield(kill_tree(leftovers, pgid))
-            if proc.returncode is None:
-                try:
-                    await asyncio.wait_for(asyncio.shield(proc.wait()), timeout=5)
-                except TimeoutError:
-                    pass
+            # The shielded scope keeps anyio's cancellation (a client's cancel, server shutdown)
+            # from interrupting the teardown half-way; asyncio.shield does the same for a bare task.cancel().
+            with anyio.CancelScope(shield=True):
+                await asyncio.shield(_teardown(proc, run_id, started_wall))
     duration = time.monotonic() - started
     code = proc.returncode
     sig = -code if code is not None and code < 0 else None

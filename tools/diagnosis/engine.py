@@ -1,7 +1,10 @@
-"""Entry points of the diagnosis engine.
+"""Entry points of the diagnosis engine: raw output (a run's log or a pasted log) to a Diagnosis.
 
-PLACEHOLDER IMPLEMENTATION: the real parser (chained tracebacks, ranks, pytest, NCCL,
-stacks) is the reproduce issue's work; this version only finds the last exception line.
+Pipeline: lines with rank prefixes split off -> every error found (tracebacks per rank,
+pytest sections, torchrun reports, template lines) -> the root error chosen by tiers
+(a real error beats a distributed symptom, beats a consequence such as SIGTERM, beats a
+wrapper such as ChildFailedError; ties go to the first observed, on torchrun's root-cause
+rank when it names one) -> category by the rule table, signature, ranks, stacks, excerpt.
 """
 
 from __future__ import annotations
@@ -9,36 +12,271 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tools.diagnosis.models import SIGNATURE_VERSION, Diagnosis
+from tools.diagnosis import frames as frame_names
+from tools.diagnosis import signature as sig
+from tools.diagnosis.elastic import ElasticReport, parse_elastic
+from tools.diagnosis.errors import FoundError
+from tools.diagnosis.models import Diagnosis, RankInfo, StackSummary
+from tools.diagnosis.pytest_output import parse_pytest
+from tools.diagnosis.rules import GENERIC, categorise
+from tools.diagnosis.stacks import stacks_in_log, summarise
+from tools.diagnosis.streaming import SMALL_LOG, condensed_text
+from tools.diagnosis.templates import find_templates
+from tools.diagnosis.text import Line, split_lines, streams
+from tools.diagnosis.tracebacks import is_exception_type, parse_tracebacks
 from tools.keywords import extract_keywords
 from tools.results import bounded
-from tools.runner import RunRecord
-from tools.taxonomy import classify_text
+from tools.runner import ProcessStack, RunRecord
 
-_EXC_LINE = re.compile(r"^(?:\w+\.)*([A-Z]\w*(?:Error|Exception|Interrupt|Exit))(?::\s*(.*))?$", re.MULTILINE)
+# Tiers of candidate root errors, lowest wins.
+_WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
+                       r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError)$")
+_CONSEQUENCES = re.compile(r"(KeyboardInterrupt|SignalException|SystemExit|BrokenPipeError|CancelledError)$")
+_CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2\b|closing signal", re.IGNORECASE)
+_SECONDARY_CATEGORIES = {"hang", "distributed_error"}
+_SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?::\s+(?P<msg>.+))?$")
+MAX_FRAMES = 40
+MAX_RANKS = 64
 
 
-def _parameterise(message: str) -> str:
-    return re.sub(r"0x[0-9a-fA-F]+|\d+", "<n>", message)
+def _tier(error: FoundError, category: str) -> int:
+    if _WRAPPERS.search(error.type):
+        return 3
+    if error.template == "signal SIGABRT":
+        return 2  # NCCL and c10 abort the process after the error that matters
+    if _CONSEQUENCES.search(error.type) or (error.source == "template" and error.category is None
+                                              and _CONSEQUENCE_MESSAGES.search(error.message)):
+        return 2
+    if error.type == "SignalException" or (_CONSEQUENCE_MESSAGES.search(error.headline()[:200])
+                                           and category == "python_exception"):
+        return 2
+    return 1 if category in _SECONDARY_CATEGORIES else 0
 
 
-def diagnose_text(text: str, root: Path, *, timed_out: str | None = None) -> Diagnosis:
-    matches = list(_EXC_LINE.finditer(text))
-    exc_type = message = None
-    if matches:
-        exc_type, message = matches[-1].group(1), (matches[-1].group(2) or "").strip()
-    category, _ = classify_text(f"{exc_type}: {message}" if exc_type else text[-4000:])
+def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError], list[str], bool, ElasticReport]:
+    errors: list[FoundError] = []
+    chain_base = 0
+    for stream in streams(lines).values():
+        found = list(parse_tracebacks(stream, chain_base))
+        errors.extend(found)
+        chain_base = max([chain_base, *[e.chain + 1 for e in found]])
+    pytest = parse_pytest([ln for ln in lines if ln.rank is None], text, chain_base + 1000)
+    errors.extend(pytest.errors)
+    consumed: set[int] = set()
+    for error in errors:
+        if error.start is not None and error.end is not None:
+            consumed.update(range(error.start, error.end + 1))
+    chain = chain_base + 5000
+    for error in find_templates(lines, consumed):
+        error.chain = chain
+        chain += 1
+        errors.append(error)
+    report = parse_elastic(lines)
+    for failure in report.failures:
+        if failure.exitcode is not None and failure.exitcode < 0 and "Signal" not in failure.traceback:
+            name = _SIGNAL_NAMES.get(-failure.exitcode, f"signal {-failure.exitcode}")
+            category = "host_oom" if failure.exitcode == -9 else "crash"
+            errors.append(FoundError(type=f"Signal{name}", message=f"worker exited with {name}", line=failure.line,
+                                     rank=failure.rank, chain=chain, source="report", template=f"signal {name}",
+                                     category=category, start=failure.line, end=failure.line + 8))
+            chain += 1
+    if not errors:
+        for ln in lines:
+            m = _BARE.match(ln.text)
+            if m and is_exception_type(m.group("type")):
+                errors.append(FoundError(type=m.group("type"), message=(m.group("msg") or "").strip(), line=ln.index,
+                                         rank=ln.rank, chain=chain, source="bare", start=ln.index, end=ln.index))
+                chain += 1
+    in_test = pytest.detected
+    for error in errors:
+        frame_names.mark(error.frames, root)
+    return errors, pytest.failed, in_test, report
+
+
+def _chain_category(chain: list[FoundError], in_test: bool) -> str:
+    """The root's category, unless it is generic and a wrapper in its chain says more."""
+    first = categorise(chain[0], in_test or _in_test_frames(chain[0]))
+    if first not in GENERIC:
+        return first
+    for wrapper in chain[1:]:
+        category = categorise(wrapper, in_test or _in_test_frames(wrapper))
+        if category not in GENERIC and not _WRAPPERS.search(wrapper.type):
+            return category
+    return first
+
+
+def _in_test_frames(error: FoundError) -> bool:
+    return any(_TEST_FILE.search(f.file.replace("\\", "/")) for f in error.frames)
+
+
+def _choose(errors: list[FoundError], in_test: bool, report: ElasticReport) -> tuple[FoundError, str] | None:
+    chains: dict[int, list[FoundError]] = {}
+    for error in errors:
+        chains.setdefault(error.chain, []).append(error)
+    root_rank = report.root.rank if report.root else None
+    best: tuple[tuple[int, int, int], FoundError, str] | None = None
+    for chain in chains.values():
+        chain.sort(key=lambda e: e.link)
+        category = _chain_category(chain, in_test)
+        # The root of a chain is its first exception, unless that is a bare consequence of the wrapper's cause.
+        head = chain[0]
+        key = (_tier(head, category), 0 if root_rank is None or head.rank in (None, root_rank) else 1, head.line)
+        if best is None or key < best[0]:
+            best = (key, head, category)
+    return (best[1], best[2]) if best else None
+
+
+def _excerpt(lines: list[Line], error: FoundError | None, text: str, limit: int = 4_000) -> str:
+    if error is None or error.start is None:
+        return bounded(text.strip()[-limit:], limit)
+    start = max(0, error.start - (3 if error.source != "traceback" else 0))
+    end = min(len(lines), (error.end or error.line) + 1)
+    block = [ln for ln in lines[start:end] if error.rank is None or ln.rank in (None, error.rank)]
+    prefix = f"[rank {error.rank}] " if error.rank is not None else ""
+    return bounded(prefix + "\n".join(ln.text for ln in block).strip(), limit)
+
+
+def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, stacks: list[StackSummary],
+           in_test: bool) -> dict[str, RankInfo]:
+    ranks: dict[int, RankInfo] = {}
+    for line in lines:
+        if line.rank is not None and line.rank not in ranks and len(ranks) < 4096:
+            ranks[line.rank] = RankInfo(outcome="ok")
+    for error in sorted(errors, key=lambda e: e.line):
+        if error.rank is None:
+            continue
+        category = categorise(error, in_test)
+        outcome = "hang" if category == "hang" else "crash" if error.type.startswith("Signal") else "fail"
+        info = ranks.setdefault(error.rank, RankInfo(outcome="ok"))
+        if info.first_error is None:
+            ranks[error.rank] = RankInfo(outcome=outcome, first_error=error.headline()[:300])
+    for failure in report.failures:
+        if failure.rank is None:
+            continue
+        info = ranks.get(failure.rank)
+        if info is None or info.first_error is None:
+            outcome = "crash" if (failure.exitcode or 0) < 0 else "fail"
+            first = failure.traceback.splitlines()[0] if failure.traceback else f"exitcode {failure.exitcode}"
+            ranks[failure.rank] = RankInfo(outcome=outcome, first_error=first[:300])
+    for stack in stacks:
+        if stack.rank is not None:
+            info = ranks.get(stack.rank)
+            if info is None or info.outcome == "ok":
+                where = stack.collective or (stack.frames[-1] if stack.frames else "?")
+                ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}")
+    ordered = sorted(ranks.items())
+    shown = dict((str(k), v) for k, v in ordered[:MAX_RANKS])
+    if len(ordered) > MAX_RANKS:
+        rest = ordered[MAX_RANKS:]
+        failing = sum(1 for _, v in rest if v.outcome != "ok")
+        shown["…"] = RankInfo(outcome="summary", first_error=f"{len(rest)} more ranks, {failing} not ok")
+    return shown
+
+
+def _hang_signature(stacks: list[StackSummary], error: FoundError | None, root: Path) -> str:
+    if error is not None:
+        return _error_signature(error, root)
+    waits = sorted({s.collective for s in stacks if s.collective})
+    places = sorted({_innermost_app(s) for s in stacks} - {None})
+    return sig.build("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", places[:4])
+
+
+def _error_signature(error: FoundError, root: Path) -> str:
+    if error.template:
+        return sig.build(error.template, "", frame_names.signature_frames(error.frames, root))
+    return sig.build(error.short_type, error.message, frame_names.signature_frames(error.frames, root))
+
+
+def _innermost_app(stack: StackSummary) -> str | None:
+    for entry in reversed(stack.frames):
+        module, _, rest = entry.partition(":")
+        if frame_names.is_library(module.replace(".", "/") + "/") or module.startswith(("torch", "threading")):
+            continue
+        function = rest.split(" (", 1)[0]
+        return f"{module.rsplit('.', 1)[-1]}:{function}"
+    return None
+
+
+def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary]) -> list[str]:
+    text = error.headline() if error else category
+    words = extract_keywords(sig.first_sentence(text) or text)
+    extra = [s.collective for s in stacks if s.collective] + ([category.replace("_", " ")] if len(words) < 2 else [])
+    for word in extra:
+        if word and word not in words and len(words) < 3:
+            words.append(word)
+    return words[:3]
+
+
+def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks: list[ProcessStack] | None = None,
+                  exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
+    root = Path(root)
+    lines = split_lines(text)
+    errors, failed_tests, in_test, report = _collect(lines, text, root)
+    summaries = [s for s in (summarise(p.text, root, pid=p.pid, rank=p.rank) for p in stacks or []) if s]
+    if not summaries and timed_out:
+        summaries = stacks_in_log(text, root)
     if timed_out:
+        # The faulthandler dumps rootcause triggered itself are not the failure.
+        errors = [e for e in errors if not (e.source == "template" and e.type == "FatalPythonError")]
+    chosen = _choose(errors, in_test, report)
+    error, category = chosen if chosen else (None, "python_exception")
+    if error is None and signal:
+        category = "host_oom" if signal == 9 else "crash"
+    elif error is None and exit_code in (137, 139, 134):
+        category = "host_oom" if exit_code == 137 else "crash"
+    if timed_out:
+        if error is not None and category != "hang":
+            error = None  # a hang with an unrelated earlier error: the stacks are the evidence
         category = "hang"
-    signature = f"{SIGNATURE_VERSION}|{exc_type or category}|{_parameterise(message or '')}"
-    return Diagnosis(category=category, exception_type=exc_type, message=message or "",
-                     keywords=extract_keywords(f"{exc_type or ''} {message or ''}"), signature=signature,
-                     excerpt=bounded(text[-6000:], 4000))
+    frames = (error.frames if error else [])[-MAX_FRAMES:]
+    if category == "hang":
+        signature = _hang_signature(summaries, error, root)
+    elif error is not None:
+        signature = _error_signature(error, root)
+    elif signal:
+        signature = sig.build(f"signal {_SIGNAL_NAMES.get(signal, signal)}", "", [])
+    else:
+        last = next((ln.text for ln in reversed(lines) if ln.text.strip()), "")
+        signature = sig.build(f"exit {exit_code}" if exit_code is not None else "no-error", last, [])
+    location = None
+    for frame in reversed(frames):
+        if frame.in_project:
+            rel = frame_names.resolve_in_root(frame.file, str(root)) or frame.file
+            location = f"{rel}:{frame.line}" if frame.line else rel
+            break
+    message = error.message if error else ""
+    if error is None and category == "hang":
+        waits = sorted({s.collective for s in summaries if s.collective})
+        message = f"no progress ({timed_out or 'timeout'} timeout)" + (f"; waiting in {', '.join(waits)}"
+                                                                      if waits else "")
+    excerpt = _excerpt(lines, error, text)
+    return Diagnosis(
+        category=category,
+        exception_type=error.type if error and error.source != "template" else (error.type if error else None),
+        message=bounded(message, 2_000),
+        keywords=_keywords(error, category, summaries),
+        signature=signature,
+        location=location,
+        frames=frames,
+        ranks=_ranks(lines, errors, report, summaries, in_test),
+        stacks=summaries[:16],
+        failed_tests=failed_tests[:100],
+        excerpt=excerpt,
+    )
 
 
 def diagnose_run(record: RunRecord, root: Path) -> Diagnosis:
-    return diagnose_text(record.output, root, timed_out=record.timed_out)
+    path = Path(root) / record.log_path
+    if record.log_bytes <= SMALL_LOG or not path.is_file():
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else record.output
+    else:
+        text = condensed_text(path)
+    return diagnose_text(text, root, timed_out=record.timed_out, stacks=record.stacks,
+                         exit_code=record.exit_code, signal=record.signal)
 
 
 def diagnose_file(path: Path, root: Path) -> Diagnosis:
-    return diagnose_text(path.read_text(encoding="utf-8", errors="replace"), root)
+    """A log of any size, read streaming (head, tail, and windows around error markers)."""
+    return diagnose_text(condensed_text(Path(path)), root)

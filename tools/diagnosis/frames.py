@@ -1,0 +1,93 @@
+"""Which frames belong to the project, and how a frame is named in signatures and summaries.
+
+A frame is in the project when its file resolves inside the root; a path from another
+machine counts when a suffix of it exists under the root (the same checkout elsewhere).
+Library frames (site-packages, the standard library, frozen and generated code) never
+count. Signatures name frames `stem:function`, without directories or line numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from tools.diagnosis.models import Frame
+
+_LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/lib64/python\d|\\lib\\|<frozen |^<|"
+                      r"/usr/lib/|/usr/local/lib/|/opt/conda/lib/|/\.pyenv/versions/|importlib|"
+                      r"/torch/|/_pytest/|/pluggy/|/runpy\.py$|/threading\.py$")
+
+
+def is_library(path: str) -> bool:
+    return bool(_LIBRARY.search(path.replace("\\", "/")))
+
+
+@lru_cache(maxsize=4096)
+def resolve_in_root(path: str, root: str) -> str | None:
+    """The path relative to root when the file is the project's (by location or by suffix)."""
+    if not path or path.startswith("<") or is_library(path):
+        return None
+    base = Path(root)
+    posix = PurePosixPath(path.replace("\\", "/"))
+    if not posix.is_absolute():
+        candidate = base / posix
+        return posix.as_posix() if candidate.is_file() else None
+    try:
+        return PurePosixPath(path).relative_to(base.as_posix()).as_posix()
+    except ValueError:
+        pass
+    parts = posix.parts[1:]
+    for k in range(len(parts)):
+        suffix = PurePosixPath(*parts[k:])
+        if (base / suffix).is_file():
+            return suffix.as_posix()
+    return None
+
+
+def mark(frames: list[Frame], root: Path) -> list[Frame]:
+    for frame in frames:
+        frame.in_project = resolve_in_root(frame.file, str(root)) is not None
+    return frames
+
+
+def display_module(path: str, root: Path) -> str:
+    """Dotted module for display: project-relative, or from site-packages on, or the file stem."""
+    rel = resolve_in_root(path, str(root))
+    norm = path.replace("\\", "/")
+    if rel is None:
+        m = re.search(r"(?:site-packages|dist-packages)/(.+?)\.py$", norm)
+        rel = m.group(1) if m else PurePosixPath(norm).stem
+    rel = re.sub(r"\.py$", "", rel)
+    rel = re.sub(r"^src/", "", rel)
+    return rel.replace("/", ".")
+
+
+# Comprehension frames vanish with Python 3.12's inlining (PEP 709): not part of an identity.
+_ANONYMOUS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+
+
+def signature_frames(frames: list[Frame], root: Path, count: int = 2) -> list[str]:
+    """The innermost run of project frames (else application frames), as stem:function.
+
+    From the innermost project frame outward, until a library frame interrupts the run or
+    `count` are taken: the same error raised in a worker process (whose stack lacks the
+    launcher's frames) or reached through another caller keeps its identity.
+    """
+    named = [f for f in frames if (f.function or "") not in _ANONYMOUS]
+    ours = (lambda f: f.in_project) if any(f.in_project for f in named) else \
+        (lambda f: not is_library(f.file) and not f.file.startswith("<"))
+    names: list[str] = []
+    started = False
+    for frame in reversed(named):
+        if not ours(frame):
+            if started:
+                break
+            continue
+        started = True
+        name = f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{frame.function or '?'}"
+        if name not in names:
+            names.append(name)
+        if len(names) == count:
+            break
+    return list(reversed(names))

@@ -1,0 +1,59 @@
+"""The signature: a versioned, machine-independent identity of a failure.
+
+`<version>|<exception type or template>|<first sentence of the message, parameterised>|
+<innermost project frames>`. Parameterising removes what changes between two
+occurrences of one bug: numbers, hex addresses, paths, hosts and ports, shapes, sizes,
+pids, ranks, timestamps.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tools.diagnosis.models import SIGNATURE_VERSION
+
+_SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), r) for p, r in (
+        (r"\x1b\[[0-9;]*m", ""),
+        (r"https?://\S+", "<url>"),
+        (r"torch\.Size\(\[[^\]]*\]\)", "<shape>"),
+        (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]", "<shape>"),
+        (r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)", "<shape>"),
+        (r"\b\d+(?:x\d+)+\b", "<shape>"),
+        (r"\b\d+(?:\.\d+)?\s?(?:[KMGTP]i?B|bytes|B)\b", "<size>"),
+        (r"\b\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?\b", "<time>"),
+        (r"(?<![\w])(?:\.{1,2}|~|[A-Za-z]:)?(?:[/\\][\w.\-@+~]+){2,}[/\\]?", "<path>"),
+        (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<addr>"),
+        (r"\[[0-9a-fA-F:]+\]:\d+", "<addr>"),
+        (r"\b(?:localhost|[\w-]+(?:\.[\w-]+)+):\d{2,5}\b", "<addr>"),
+        (r"\b0x[0-9a-fA-F]+\b", "<hex>"),
+        (r"\b[0-9a-f]{12,}\b", "<hex>"),
+        (r"\b(?:pid|PID)[:= ]\s*\d+", "pid <n>"),
+        (r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", "<n>"),
+        (r"\s+", " "),
+    )
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+
+
+def parameterise(text: str) -> str:
+    for pattern, replacement in _SUBSTITUTIONS:
+        text = pattern.sub(replacement, text)
+    return text.strip()
+
+
+def first_sentence(message: str) -> str:
+    """The first sentence of a message; a first line ending in ':' takes its first detail line with it."""
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    head = lines[0]
+    if head.endswith(":") and len(lines) > 1:
+        head = f"{head} {lines[1].split(':', 1)[0]}"
+    head = _SENTENCE_END.split(head, 1)[0]
+    return head[:240]
+
+
+def build(kind: str, message: str, frames: list[str]) -> str:
+    template = parameterise(first_sentence(message))
+    return "|".join([SIGNATURE_VERSION, kind or "unknown", template, ">".join(frames)])

@@ -1,0 +1,113 @@
+"""Errors that arrive without a Python traceback, as a table of line templates.
+
+NCCL watchdog and heartbeat timeouts, gloo timeouts, the OOM killer, fatal signals, C++
+`terminate called ... what():`, NaN lines of a training log. Each template names its
+category and an identity used in the signature in place of an exception type, e.g.
+`nccl-watchdog-timeout ALLREDUCE`: the same collective timing out on another rank,
+machine or sequence number gives the same identity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from tools.diagnosis.errors import FoundError
+from tools.diagnosis.models import Frame
+from tools.diagnosis.text import Line
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    pattern: re.Pattern[str]
+    category: str | None
+    identity: Callable[[re.Match[str]], str]
+    """The signature identity of a match (None: let the rules decide)."""
+
+
+def _t(name: str, pattern: str, category: str | None, identity: Callable[[re.Match[str]], str] | None = None,
+       flags: int = 0) -> Template:
+    return Template(name, re.compile(pattern, flags), category, identity or (lambda m, n=name: n))
+
+
+_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
+
+TEMPLATES: tuple[Template, ...] = (
+    _t("NCCLWatchdogTimeout", r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, OpType=(\w+)",
+       "hang", lambda m: f"nccl-watchdog-timeout {m.group(1).upper()}"),
+    _t("NCCLHeartbeatTimeout", r"Heartbeat monitor timed out|watchdog got stuck for \d+ seconds|"
+       r"ProcessGroupNCCL's watchdog got stuck", "hang", lambda m: "nccl-heartbeat-timeout"),
+    _t("CollectiveTimeout", r"Timed out waiting \d+ms for (send|recv) operation to complete", "hang",
+       lambda m: f"gloo-timeout {m.group(1)}"),
+    _t("BarrierTimeout", r"monitoredBarrier.*(timed out|Timed out)|Timed out initializing process group in store "
+       r"based barrier", "hang", lambda m: "barrier-timeout"),
+    _t("FaulthandlerTimeout", r"^Timeout \(\d+:\d\d:\d\d\)!", "hang", lambda m: "faulthandler-timeout"),
+    _t("OOMKiller", r"^\s*Killed\s*$|Out of memory: Kill(ed)? process|oom-kill|invoked oom-killer", "host_oom",
+       lambda m: "oom-killer"),
+    _t("SignalSIGKILL", r"Signal 9 \(SIGKILL\) received by PID|died with <Signals\.SIGKILL: 9>|"
+       r"exit(?:ed with)? code[: ]\s*137\b|exitcode\s*:\s*-9\b|failed \(exitcode: -9\)", "host_oom",
+       lambda m: "signal SIGKILL"),
+    _t("FatalPythonError", r"^Fatal Python error: (\w[\w ]*)", "crash", lambda m: f"fatal-python-error {m.group(1)}"),
+    _t("SegmentationFault", r"Segmentation fault|SIGSEGV|Signal 11 \(SIGSEGV\)|exitcode\s*:\s*-11\b|"
+       r"failed \(exitcode: -11\)", "crash", lambda m: "signal SIGSEGV"),
+    _t("Aborted", r"^Aborted( \(core dumped\))?\s*$|Signal 6 \(SIGABRT\)|exitcode\s*:\s*-6\b|"
+       r"failed \(exitcode: -6\)", "crash", lambda m: "signal SIGABRT"),
+    _t("BusError", r"^Bus error( \(core dumped\))?\s*$|SIGBUS|Signal 7 \(SIGBUS\)|exitcode\s*:\s*-7\b", "crash",
+       lambda m: "signal SIGBUS"),
+    _t("IllegalInstruction", r"^Illegal instruction( \(core dumped\))?\s*$|SIGILL\b", "crash",
+       lambda m: "signal SIGILL"),
+    _t("CppTerminate", r"terminate called after throwing an instance of '([^']+)'", None,
+       lambda m: f"terminate {m.group(1)}"),
+    _t("NonFiniteLoss", r"\b(loss|grad[_ ]?norm|total[_ ]norm)\b\s*[:=]?\s*[-+]?(nan|inf)\b", "nonfinite",
+       lambda m: f"nonfinite {m.group(1).lower().replace(' ', '_')}", re.IGNORECASE),
+    _t("CUDAOOMLine", r"CUDA out of memory|CUDA error: out of memory", "cuda_oom", lambda m: "cuda-oom"),
+)
+
+
+def rank_in(text: str) -> int | None:
+    m = _RANK_IN_TEXT.search(text)
+    if not m:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _dump_frames(following: list[Line]) -> list[Frame]:
+    """The current thread's frames of the faulthandler dump that follows a fatal error line."""
+    from tools.diagnosis.stacks import threads
+
+    found = threads("\n".join(ln.text for ln in following))
+    current = next((fr for label, fr in found if label.startswith("Current thread")), None)
+    return current or (found[0][1] if found else [])
+
+
+def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError]:
+    """Template errors on lines no traceback already accounted for; one per (template, rank, identity)."""
+    seen: set[tuple[str, int | None, str]] = set()
+    for pos, line in enumerate(lines):
+        if line.index in consumed or not line.text.strip():
+            continue
+        for template in TEMPLATES:
+            m = template.pattern.search(line.text)
+            if not m:
+                continue
+            rank = line.rank if line.rank is not None else rank_in(line.text)
+            identity = template.identity(m)
+            key = (template.name, rank, identity)
+            if key in seen:
+                break
+            seen.add(key)
+            message = line.text[m.start():].strip() if template.name != "OOMKiller" else line.text.strip()
+            if template.name == "CppTerminate":
+                what = next((ln.text.split("what():", 1)[1].strip() for ln in lines[pos + 1:pos + 4]
+                             if "what():" in ln.text), "")
+                message = what or message
+                yield FoundError(type=m.group(1), message=message, line=line.index, rank=rank, source="template",
+                                 template=None, category=None, start=line.index, end=line.index + 2)
+                break
+            frames = _dump_frames(lines[pos + 1:pos + 200]) if template.name == "FatalPythonError" else []
+            yield FoundError(type=template.name, message=message[:2000], line=line.index, rank=rank,
+                             frames=frames, source="template", template=identity, category=template.category,
+                             start=max(0, line.index - 2), end=line.index + 3)
+            break

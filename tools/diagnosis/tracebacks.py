@@ -1,0 +1,159 @@
+"""Python tracebacks in a stream of lines, with their chains.
+
+Handles the standard format (also indented, as inside torchrun's error reports and DCP's
+CheckpointException), Python 3.11+ caret lines, "[Previous line repeated N more times]",
+and the two chain separators. In a chain the first exception is the original cause and
+later ones wrap it ("During handling of the above exception, another exception occurred",
+"The above exception was the direct cause of the following exception").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from tools.diagnosis.errors import FoundError
+from tools.diagnosis.models import Frame
+from tools.diagnosis.text import Line
+
+TB_START = re.compile(r"Traceback \(most recent call last\):")
+SEPARATOR = re.compile(
+    r"^\s*(During handling of the above exception, another exception occurred:|"
+    r"The above exception was the direct cause of the following exception:)\s*$"
+)
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+_CARET = re.compile(r"^\s*[\^~\s]+$")
+_REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
+EXC_LINE = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:::[\w:]+)?)(?::(?:\s(?P<msg>.*)|$)|$)")
+_EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Warning", "Unsupported", "Timeout",
+                 "Abort", "Aborted")
+_BARE_NAMES = {"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "GeneratorExit", "SystemExit",
+               "AssertionError", "KeyError", "Exception", "BaseException", "RecursionError", "MemoryError"}
+# A line that starts a new log record: message continuation stops there.
+_LOG_RECORD = re.compile(r"^\s*(\[?\d{4}-\d\d-\d\d[ T_]|\[?[IWEF]\d{4} \d\d:|\[(INFO|WARNING|ERROR|DEBUG)\b|"
+                         r"(INFO|WARNING|ERROR|DEBUG|CRITICAL)[: ]|[WE]\d{4} |_{5,}|Exit code:|FAILED |PASSED )")
+
+
+def is_exception_type(name: str) -> bool:
+    if not name or len(name) > 120 or name.startswith(".") or name.endswith("."):
+        return False
+    short = re.split(r"\.|::", name)[-1].lstrip("_")
+    if not short or not (short[0].isupper() or "::" in name):
+        return False
+    return short.endswith(_EXC_SUFFIXES) or short in _BARE_NAMES or ("." in name and short[0].isupper()
+                                                                      and name.split(".")[0].islower()) \
+        or "::" in name
+
+
+def exception_line(text: str) -> tuple[str, str] | None:
+    m = EXC_LINE.match(text)
+    if not m or not is_exception_type(m.group("type")):
+        return None
+    return m.group("type"), (m.group("msg") or "").strip()
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
+    frames: list[Frame] = []
+    n = len(lines)
+    while j < n:
+        text = lines[j].text
+        m = FRAME.match(text)
+        if m:
+            func = m.group("func")
+            frames.append(Frame(file=m.group("file"), line=int(m.group("line")), function=func))
+            j += 1
+            if j < n and not FRAME.match(lines[j].text) and _indent(lines[j].text) > _indent(text) \
+                    and lines[j].text.strip():
+                j += 1
+            while j < n and lines[j].text.strip() and _CARET.match(lines[j].text):
+                j += 1
+            continue
+        if _REPEATED.match(text):
+            j += 1
+            continue
+        break
+    return frames, j
+
+
+def _message(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[str, int, bool]:
+    """The exception message (first line plus continuation lines), its end, and whether a traceback
+    embedded in the message follows (DataLoader's "Original Traceback", DCP's per-rank tracebacks,
+    mp.spawn's "-- Process N terminated with the following error:")."""
+    parts = [first]
+    n = len(lines)
+    blank_ok = not first
+    while j < n and len(parts) < limit:
+        text = lines[j].text
+        if not text.strip():
+            if blank_ok and j + 1 < n and lines[j + 1].text.strip():
+                j += 1
+                blank_ok = False
+                continue
+            break
+        if TB_START.search(text):
+            return "\n".join(parts).strip(), j, True
+        if SEPARATOR.match(text) or FRAME.match(text):
+            break
+        if _LOG_RECORD.match(text):
+            break
+        parts.append(text.strip() if not text.startswith("\t") else text.rstrip())
+        blank_ok = False
+        j += 1
+    return "\n".join(parts).strip(), j, False
+
+
+def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError]:
+    """Every traceback of one rank's stream (in order), chain ids starting at chain_base."""
+    n = len(stream)
+    i = 0
+    chain = chain_base - 1
+    link = 0
+    pending_link = False
+    embedded = 0  # > 0: the next tracebacks are embedded in the last exception's message (its causes)
+    while i < n:
+        text = stream[i].text
+        if TB_START.search(text):
+            start = i
+            frames, j = _frames(stream, i + 1)
+            found = None
+            k = j
+            # Unprefixed junk from another process may sit between the frames and the error line.
+            while k < n and k <= j + 4:
+                found = exception_line(stream[k].text)
+                if found or TB_START.search(stream[k].text):
+                    break
+                k += 1
+            if not found:
+                i = max(j, i + 1)
+                pending_link = False
+                continue
+            message, end, embeds = _message(stream, k + 1, found[1])
+            if embedded:
+                this_link = -1000 + embedded
+                embedded += 1
+            elif pending_link and chain >= chain_base:
+                link += 1
+                this_link = link
+            else:
+                chain += 1
+                link = this_link = 0
+            if embeds and not embedded:
+                embedded = 1
+            elif not embeds:
+                embedded = 0
+            pending_link = False
+            yield FoundError(type=found[0], message=message, line=stream[k].index, rank=stream[k].rank,
+                             frames=frames, chain=chain, link=this_link, start=stream[start].index,
+                             end=stream[max(end - 1, k)].index)
+            i = end
+            continue
+        if SEPARATOR.match(text):
+            pending_link = chain >= chain_base
+        elif text.strip():
+            pending_link = False
+            embedded = 0
+        i += 1
