@@ -1,0 +1,1 @@
+"""Numerical tools: checkpoint inspection (torch runs in a subprocess) and training-log analysis."""

@@ -1,0 +1,105 @@
+"""Which checkpoint format a path holds, decided from its layout and first bytes (no torch)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from tools.errors import UsageError
+from tools.numerics._ckpt_worker import looks_like_safetensors
+from tools.workspace import Workspace
+
+Format = Literal["torch", "safetensors", "hf_sharded", "dcp"]
+ShardFormat = Literal["torch", "safetensors", "dcp"]
+CHECKPOINT_SUFFIXES = {".safetensors", ".pt", ".pth", ".bin", ".ckpt"}
+ZIP_MAGIC = b"PK\x03\x04"
+
+
+@dataclass
+class Detected:
+    format: Format
+    groups: dict[ShardFormat, list[Path]]
+    """Files (or the DCP directory) per format the worker reads."""
+    notes: list[str] = field(default_factory=list)
+    index_names: set[str] | None = None
+    """Tensor names an HF index promises (checked against the shards)."""
+
+
+def _sniff(path: Path) -> ShardFormat | None:
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    if head.startswith(ZIP_MAGIC):
+        return "torch"
+    if head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5:
+        return "torch"  # the legacy (pre-1.6) torch.save layout: a plain pickle stream
+    if looks_like_safetensors(path):
+        return "safetensors"
+    return None
+
+
+def _describe_bytes(path: Path) -> str:
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    return f"{path.stat().st_size} bytes starting with {head!r}"
+
+
+def _from_index(index: Path, workspace: Workspace) -> Detected:
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"))
+        weight_map = data["weight_map"]
+        assert isinstance(weight_map, dict)
+    except (ValueError, KeyError, AssertionError, UnicodeDecodeError):
+        raise UsageError(f"{index.name} is not a Hugging Face index: no JSON object with a 'weight_map'.",
+                         "pass the *.index.json written by save_pretrained, or a shard file itself") from None
+    groups: dict[ShardFormat, list[Path]] = {}
+    for shard in sorted(set(weight_map.values())):
+        file = workspace.resolve(index.parent / str(shard), what="shard")
+        if not file.is_file():
+            raise UsageError(f"{index.name} names shard {shard!r}, which does not exist next to it.",
+                             "copy every shard the index lists, or inspect the shards that exist one by one")
+        kind = _sniff(file)
+        if kind is None:
+            raise UsageError(f"shard {shard!r} is neither safetensors nor torch.save: {_describe_bytes(file)}.",
+                             "check the file")
+        groups.setdefault(kind, []).append(file)
+    return Detected("hf_sharded", groups, index_names=set(weight_map))
+
+
+def detect(path: Path, workspace: Workspace) -> Detected:
+    """The format of a checkpoint file or directory; a UsageError names what was found instead."""
+    if path.is_dir():
+        if (path / ".metadata").is_file():
+            return Detected("dcp", {"dcp": [path]})
+        indexes = sorted(path.glob("*.index.json"))
+        preferred = [p for p in indexes if p.name.endswith(".safetensors.index.json")]
+        if len(indexes) == 1 or len(preferred) == 1:
+            chosen = preferred[0] if preferred else indexes[0]
+            detected = _from_index(chosen, workspace)
+            if len(indexes) > 1:
+                detected.notes.append(f"several index files; used {chosen.name}")
+            return detected
+        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in CHECKPOINT_SUFFIXES)
+        if len(files) == 1:
+            return detect(files[0], workspace)
+        if files and all(p.suffix == ".safetensors" for p in files):
+            return Detected("hf_sharded", {"safetensors": files}, notes=["no index file: every *.safetensors read"])
+        found = ", ".join(sorted(p.name for p in path.iterdir())[:12]) or "nothing"
+        raise UsageError(
+            f"{path.name}/ is not a checkpoint directory: no .metadata (DCP), no *.index.json (Hugging Face), "
+            f"not exactly one checkpoint file. Found: {found}.",
+            "pass a checkpoint file, a DCP directory or a Hugging Face *.index.json",
+        )
+    if not path.is_file():
+        raise UsageError(f"{path} is not a file or directory.", "pass a checkpoint file or directory")
+    if path.name.endswith(".index.json"):
+        return _from_index(path, workspace)
+    kind = _sniff(path)
+    if kind is None:
+        raise UsageError(
+            f"unknown checkpoint format: {path.name} is {_describe_bytes(path)} — not safetensors, not a "
+            "torch.save zip or pickle, not a DCP directory or a Hugging Face index.",
+            "pass a .safetensors / torch.save file, a DCP directory or an *.index.json",
+        )
+    return Detected("safetensors" if kind == "safetensors" else "torch", {kind: [path]})
