@@ -154,6 +154,25 @@ async def test_bisect_env_worktrees_with_makefile_patchgen(tmp_path: Path) -> No
     assert git(root, "rev-parse", "HEAD") == head and git(root, "status", "--porcelain") == ""
 
 
+async def test_bisect_env_base_current_replicates_an_interpreter(tmp_path: Path, no_leftover_processes: None) -> None:
+    """A project without uv: A copies the packages of the given interpreter, B moves click only."""
+    root = tmp_path / "plain"
+    root.mkdir()
+    shutil.copy(BISECT / "clickproj" / "repro.py", root / "repro.py")
+    venv = tmp_path / "their-venv"
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env)
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), "click==8.1.7",
+                    "colorama==0.4.6"], check=True, env=env)
+    result = await bisect_env(BisectEnvInput(package="click", version="8.2.0", command="python repro.py",
+                                             base="current", python=str(venv / "bin" / "python"), keep=False),
+                              ToolContext.for_root(root))
+    assert result.verdict == "version_flips_outcome", result.summary()
+    assert result.env_a.package_version == "8.1.7" and result.env_b.package_version == "8.2.0"
+    assert [d.package for d in result.freeze_diff] == ["click"]  # colorama stayed at 0.4.6 in both
+    assert sorted(p.name for p in root.iterdir()) == [".rootcause", "repro.py"]
+
+
 @pytest.mark.slow
 async def test_bisect_env_conflict_names_the_resolvers_reason(tmp_path: Path) -> None:
     """rich 14 needs pygments>=2.13; with A's pygments 2.12.0 pinned, B cannot exist."""
@@ -179,6 +198,7 @@ async def test_bisect_env_registry_error_is_setup_failed(click_repo: Path) -> No
 async def test_unreachable_index_is_setup_failed_with_the_clients_message(click_repo: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("UV_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
     ctx = ToolContext.for_root(click_repo)
     result = await bisect_env(BisectEnvInput(package="click", version="8.1.6", command="python repro.py",
                                              keep=False), ctx)

@@ -30,10 +30,11 @@ SKIP_EXIT = 125  # git bisect run's "cannot test this commit"
 
 
 class BisectCommitsInput(ReproducerFields):
-    """Find the first bad commit between a good and a bad ref by binary search, testing each commit in a
-    detached git worktree under .rootcause/worktrees/ (your HEAD, branch, index and uncommitted edits are never
-    touched). The reproducer exits 0 on good commits; exit code 125, or a failing `setup` command, skips a commit
-    that cannot be tested (git bisect's rule). Both endpoints are checked first."""
+    """Find the first bad commit between a good and a bad ref by binary search, without touching your checkout.
+
+    Each commit is tested in a detached git worktree under .rootcause/worktrees/ (your HEAD, branch, index and
+    uncommitted edits are never touched). The reproducer exits 0 on good commits; exit code 125, or a failing
+    `setup` command, skips a commit that cannot be tested (git bisect's rule). Both endpoints are checked first."""
 
     good: str = Field(description="A ref where the reproducer passes (commit, tag, branch), an ancestor of bad.")
     bad: str = Field(description="A ref where the reproducer fails, e.g. 'HEAD'.")
@@ -67,6 +68,8 @@ class TestedCommit(BaseModel):
 class BisectCommitsResult(ToolResult):
     good: str
     bad: str
+    good_sha: str
+    bad_sha: str
     status: Status
     first_bad_commit: CommitInfo | None = None
     last_good: str | None = None
@@ -101,7 +104,7 @@ async def commit_info(ctx: ToolContext, sha: str, stat: bool = False) -> CommitI
     info = CommitInfo(sha=parts[0], short=parts[1], subject=parts[2], author=parts[3], author_date=parts[4])
     if stat:
         _, info.diff_stat = await _git(ctx, "show", "--stat", "--format=", sha)
-        info.diff_stat = info.diff_stat.strip()
+        info.diff_stat = info.diff_stat.strip("\n")
     return info
 
 
@@ -128,7 +131,8 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
     if inp.setup is not None:
         setup = parse_command(inp.setup, isinstance(inp.setup, str) and any(c in inp.setup for c in "|&;><"))
     order = await commit_range(ctx, good, bad)
-    result = BisectCommitsResult(good=inp.good, bad=inp.bad, status="setup_failed", tested=[],
+    result = BisectCommitsResult(good=inp.good, bad=inp.bad, good_sha=good, bad_sha=bad, status="setup_failed",
+                                 tested=[],
                                  candidates=len(order))
     progress = Progress(ctx, 2 + steps_left(0, len(order) - 1) + 1)
     try:

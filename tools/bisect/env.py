@@ -50,9 +50,10 @@ class EnvFields(BaseModel):
 
 
 class BisectEnvInput(ReproducerFields, EnvFields):
-    """Run a reproducer in two isolated uv environments under .rootcause/envs/ that differ in exactly one package:
-    A is the project as pinned, B the same with package==version (every other package pinned to A's version,
-    checked by diffing the two freezes). Tells whether that one version change flips the outcome. With
+    """Does one package version flip the outcome? Runs a reproducer in two uv environments that differ only in it.
+
+    Under .rootcause/envs/: A is the project as pinned, B the same with package==version (every other package
+    pinned to A's version, checked by diffing the two freezes). With
     worktrees (auto: a codegen command, a Makefile 'patchgen' target, or transformers) each environment gets its
     own detached worktree of HEAD and the codegen command runs in each before the reproducer."""
 

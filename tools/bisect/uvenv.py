@@ -227,9 +227,18 @@ async def _build_locked(ws: Workspace, base: Base, override: tuple[str, str] | N
     python = venv / "bin" / "python"
     meta_path = folder / "meta.json"
     if meta_path.is_file() and python.exists():
-        await step(f"{label}: cached environment {key}, reading its freeze")
-        frozen, (ok, report) = await asyncio.gather(freeze_env(ws, python), check_env(ws, python))
-        return Env(key, folder, python, frozen, override, True, ok, report)
+        env = Env(key, folder, python, {}, override, True)
+        meta = _read_meta(meta_path)
+        if meta.get("site_mtime") == _site_mtime(venv) and isinstance(meta.get("freeze"), dict):
+            # Nothing was installed or removed since: the recorded freeze and check still hold.
+            await step(f"{label}: cached environment {key}, unchanged since it was built")
+            env.freeze, env.check_ok, env.check_output = meta["freeze"], meta["check_ok"], meta["check_output"]
+        else:
+            await step(f"{label}: cached environment {key} was modified, reading its freeze again")
+            env.freeze, (env.check_ok, env.check_output) = await asyncio.gather(freeze_env(ws, python),
+                                                                                 check_env(ws, python))
+            save_meta(env, base)
+        return env
     meta_path.unlink(missing_ok=True)
     if venv.exists():
         shutil.rmtree(venv)
@@ -247,9 +256,34 @@ async def _build_locked(ws: Workspace, base: Base, override: tuple[str, str] | N
                              f"uv pip install {override[0]}=={override[1]}")
     env.freeze, (env.check_ok, env.check_output) = await asyncio.gather(freeze_env(ws, python),
                                                                          check_env(ws, python))
-    meta_path.write_text(json.dumps({"key": key, "kind": base.kind, "source": str(base.source),
-                                     "override": override, "created": time.time()}), encoding="utf-8")
+    save_meta(env, base)
     return env
+
+
+def _site_mtime(venv: Path) -> int | None:
+    """mtime of site-packages: every install or removal adds or deletes a *.dist-info folder there."""
+    found = sorted(venv.glob("lib/python*/site-packages"))
+    return found[0].stat().st_mtime_ns if found else None
+
+
+def _read_meta(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def save_meta(env: Env, base: Base | None = None) -> None:
+    """Mark the environment complete, with what a warm hit needs to skip re-reading it."""
+    path = env.folder / "meta.json"
+    meta = _read_meta(path)
+    meta.update({"key": env.key, "override": env.override, "freeze": env.freeze, "check_ok": env.check_ok,
+                 "check_output": env.check_output, "site_mtime": _site_mtime(env.venv), "updated": time.time()})
+    if base is not None:
+        meta.update({"kind": base.kind, "source": str(base.source)})
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def _normalise(value: str | None, sources: tuple[Path, ...]) -> str | None:
@@ -290,6 +324,7 @@ async def reconcile(ws: Workspace, env_b: Env, freeze_a: dict[str, str], target:
     await install_pinned(ws, env_b, wanted, pins, target, timeout_s, "uv pip install (pin back to A)")
     env_b.freeze, (env_b.check_ok, env_b.check_output) = await asyncio.gather(
         freeze_env(ws, env_b.python), check_env(ws, env_b.python))
+    save_meta(env_b)
     return [{"package": d.package, "from": d.b, "to": d.a} for d in drift if d.a is not None]
 
 

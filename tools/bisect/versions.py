@@ -23,11 +23,12 @@ Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed"]
 
 
 class BisectVersionsInput(ReproducerFields, EnvFields):
-    """Find the first release of a package that breaks the reproducer: lists the releases between good and bad
-    from the package index (PEP 440 order; yanked and pre-releases left out unless asked), then binary-searches
-    them, each step a uv environment under .rootcause/envs/ that is the project as pinned with only that package
-    moved. Both endpoints are checked first; a version that cannot be installed or hangs is skipped, never
-    counted bad."""
+    """Find the first release of a package that breaks the reproducer, by binary search over its releases.
+
+    Lists the releases between good and bad from the package index (PEP 440 order; yanked and pre-releases left
+    out unless asked), then binary-searches them, each step a uv environment under .rootcause/envs/ that is the
+    project as pinned with only that package moved. Both endpoints are checked first; a version that cannot be
+    installed or hangs is skipped, never counted bad."""
 
     package: str = Field(description="Distribution name, e.g. 'click' (PEP 508 name).")
     good: str = Field(description="A version where the reproducer passes, e.g. '8.1.0'.")

@@ -1,0 +1,116 @@
+"""bisect_env against the manual command sequence it replaces, and the builds of a version bisect.
+
+Project: a uv project pinning click 8.1.8 whose reproducer breaks on click 8.2.0 (CliRunner's
+mix_stderr). Baseline: the seed's manual sequence, run in the same script with the same warm uv
+cache — uv venv A; VIRTUAL_ENV=A uv sync --active; uv venv B; sync B; uv pip install
+click==8.2.0 into B; freeze both; diff; run the reproducer in each — one command after the other,
+as an agent types them. Ours: bisect_env warm (its environments cached under .rootcause/envs/)
+and cold (nothing cached: both environments built concurrently). Goal: warm <= 0.6x manual.
+Then bisect_versions click 8.1.0..8.3.0: environments built against ceil(log2(range)) + 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tools.bisect.env import BisectEnvInput, bisect_env  # noqa: E402
+from tools.bisect.versions import BisectVersionsInput, bisect_versions  # noqa: E402
+from tools.context import ToolContext  # noqa: E402
+from tools.interpreters import parse_freeze, uv_binary  # noqa: E402
+
+RUNS = 5
+UV_ENV = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+
+
+def _project(folder: Path) -> Path:
+    root = folder / "project"
+    shutil.copytree(REPO / "tests" / "fixtures" / "bisect" / "clickproj", root)
+    subprocess.run([uv_binary(), "lock", "-q", "--python", sys.executable], cwd=root, env=UV_ENV, check=True)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def manual(root: Path, work: Path) -> tuple[float, bool]:
+    """The seed's manual sequence; True when it saw the outcome flip."""
+    uv = uv_binary()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    started = time.perf_counter()
+
+    def sh(*argv: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=root, env=env or UV_ENV, check=check, capture_output=True, text=True)
+
+    a, b = work / "A", work / "B"
+    sh(uv, "venv", "-q", "--python", sys.executable, str(a))
+    sh(uv, "sync", "-q", "--frozen", "--active", env={**UV_ENV, "VIRTUAL_ENV": str(a)})
+    sh(uv, "venv", "-q", "--python", sys.executable, str(b))
+    sh(uv, "sync", "-q", "--frozen", "--active", env={**UV_ENV, "VIRTUAL_ENV": str(b)})
+    sh(uv, "pip", "install", "-q", "--python", str(b / "bin" / "python"), "click==8.2.0")
+    fa = parse_freeze(sh(uv, "pip", "freeze", "--python", str(a / "bin" / "python")).stdout)
+    fb = parse_freeze(sh(uv, "pip", "freeze", "--python", str(b / "bin" / "python")).stdout)
+    diff = {k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)}
+    ra = sh(str(a / "bin" / "python"), "repro.py", check=False)
+    rb = sh(str(b / "bin" / "python"), "repro.py", check=False)
+    elapsed = time.perf_counter() - started
+    return elapsed, diff == {"click"} and ra.returncode == 0 and rb.returncode != 0
+
+
+async def ours(root: Path, keep: bool = True) -> tuple[float, bool]:
+    started = time.perf_counter()
+    result = await bisect_env(BisectEnvInput(package="click", version="8.2.0", command="python repro.py", keep=keep),
+                              ToolContext.for_root(root))
+    return time.perf_counter() - started, result.verdict == "version_flips_outcome"
+
+
+def main() -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-bisect-") as tmp:
+        folder = Path(tmp)
+        root = _project(folder)
+        manual(root, folder / "manual")  # warm uv's cache for every package involved
+        asyncio.run(ours(root))
+        manual_times, ours_warm, ours_cold = [], [], []
+        for _ in range(RUNS):
+            elapsed, ok = manual(root, folder / "manual")
+            assert ok, "the manual sequence did not see the flip"
+            manual_times.append(elapsed)
+            elapsed, ok = asyncio.run(ours(root))
+            assert ok, "bisect_env did not see the flip"
+            ours_warm.append(elapsed)
+        for _ in range(RUNS):
+            shutil.rmtree(root / ".rootcause" / "envs", ignore_errors=True)
+            ours_cold.append(asyncio.run(ours(root))[0])
+        started = time.perf_counter()
+        versions = asyncio.run(bisect_versions(BisectVersionsInput(package="click", good="8.1.0", bad="8.3.0",
+                                                                   command="python repro.py", keep=False),
+                                               ToolContext.for_root(root)))
+        versions_s = time.perf_counter() - started
+    m, w, c = statistics.median(manual_times), statistics.median(ours_warm), statistics.median(ours_cold)
+    bound = math.ceil(math.log2(len(versions.candidates) - 1)) + 2
+    figures = {
+        "manual_s": round(m, 3), "ours_warm_s": round(w, 3), "ours_cold_s": round(c, 3),
+        "warm_ratio": round(w / m, 3), "cold_ratio": round(c / m, 3),
+        "versions_first_bad": versions.first_bad, "versions_candidates": len(versions.candidates),
+        "versions_builds": versions.builds, "versions_builds_bound": bound, "versions_s": round(versions_s, 3),
+    }
+    print(f"manual sequence (warm uv cache), median of {RUNS}: {m:.3f}s")
+    print(f"bisect_env warm (cached envs):   {w:.3f}s  ratio {w / m:.2f}x (goal <= 0.6x)")
+    print(f"bisect_env cold (no env cache):  {c:.3f}s  ratio {c / m:.2f}x")
+    print(f"bisect_versions click 8.1.0..8.3.0: first_bad {versions.first_bad}, {versions.builds} builds for "
+          f"{len(versions.candidates)} candidates (ceil(log2(range)) + 2 = {bound}), {versions_s:.2f}s")
+    return figures
+
+
+if __name__ == "__main__":
+    main()
