@@ -77,7 +77,7 @@ class InstallPlan(BaseModel):
             lines.append("dry run: nothing was written")
         elif any(c.action != "unchanged" for c in self.changes):
             names = ", ".join(CLIENT_NAMES[c] for c in self.clients)
-            lines.append(f"done: reload the MCP servers in {names} (or restart it) to pick up rootcause")
+            lines.append(f"done: reload the MCP servers (or restart) in {names} to pick up rootcause")
         else:
             lines.append("nothing to do: rootcause is already installed for " +
                          ", ".join(CLIENT_NAMES[c] for c in self.clients))

@@ -5,8 +5,9 @@ latest commit breaks the loss average: padding positions are counted as tokens. 
 copies it into a temporary folder, makes two git commits (a working one, then the bug),
 starts `rootcause serve --root <tmp>` through the official MCP stdio client, and walks the
 protocol: start_session, reproduce, check_constraints, two hypotheses (one refuted, one
-supported), the fix and record_fix_attempt, close_session refused before Phase 5,
-capture_knowledge, close_session. Nothing needs torch, a GPU or the network.
+supported), the fix with record_fix_attempt and check_collateral, close_session refused
+before Phase 5, capture_knowledge (and a reworded duplicate it declines), close_session.
+Nothing needs torch, a GPU or the network.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ LOSS_FILE = "minitrain/loss.py"
 TEST_COMMAND = "python -m unittest discover -s tests -v"
 SYMPTOM = ("Wrong loss when a batch contains padding: python -m unittest discover -s tests fails with "
            "AssertionError: 1.2 != 2.0 within 7 places (0.8 difference) : padding changed the loss")
+REQUIRED_TOOLS = ("start_session", "reproduce", "check_constraints", "verify_hypothesis", "record_fix_attempt",
+                  "check_collateral", "capture_knowledge", "close_session")
 RENAMES = {"_agents": ".agents", "_gitignore": ".gitignore"}
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "rootcause demo", "GIT_AUTHOR_EMAIL": "demo@rootcause.invalid",
                 "GIT_COMMITTER_NAME": "rootcause demo", "GIT_COMMITTER_EMAIL": "demo@rootcause.invalid"}
@@ -58,6 +61,7 @@ class DemoTranscript(BaseModel):
     checks: list[Check] = Field(default_factory=list)
     report: str = ""
     elapsed_s: float = 0.0
+    failure: str = ""
 
     @property
     def ok(self) -> bool:
@@ -134,7 +138,8 @@ H1 = {
         "b = masked_mean([1.0, 2.0, 3.0, 0.0, 0.0], [1, 1, 1, 0, 0]); assert abs(a - b) < 1e-9, (a, b)"),
     "expect": "pass",
     "changed": "nothing in the code: one experiment adds two padding positions to the same three tokens",
-    "disproof": "a difference far above rounding error (the failing test reports 0.8) disproves it",
+    "disproof": "an AssertionError showing the two means far apart (the failing test reports a 0.8 difference)",
+    "disproof_regex": "AssertionError",
     "alternatives": ["masked_mean divides by the padded length instead of the number of real tokens",
                      "pad_batch marks padding positions as real tokens"],
     "confidence": 0.3,
@@ -147,7 +152,8 @@ H2 = {
         "assert abs(b - 2.0 * 3 / 5) < 1e-9, b"),
     "expect": "pass",
     "changed": "only the number of padding positions (2 of 5)",
-    "disproof": "any padded mean other than 1.2, e.g. 2.0 or a value that depends on the padding values",
+    "disproof": "an AssertionError printing a padded mean other than 1.2 (e.g. 2.0)",
+    "disproof_regex": "AssertionError",
     "alternatives": ["floating-point rounding (refuted by the previous experiment)",
                      "pad_batch marks padding positions as real tokens (its own test passes)"],
     "confidence": 0.9,
@@ -155,8 +161,8 @@ H2 = {
 KNOWLEDGE = {
     "kind": "constraint",
     "title": "Token averages divide by the number of real tokens",
-    "body": ("`minitrain/loss.py: masked_mean` divides by the count of mask-1 positions, never by the padded "
-             "length.\nDividing by the padded length makes the loss depend on how much padding a batch has "
+    "body": ("- `minitrain/loss.py: masked_mean` divides by the count of mask-1 positions, never by the padded "
+             "length.\n- Dividing by the padded length makes the loss depend on how much padding a batch has "
              "(the symptom: tests report 1.2 != 2.0 once padding is added)."),
     "section": "Batching",
 }
@@ -225,6 +231,11 @@ class Demo:
         fixed = (fix.data or {}).get("fixed")
         self.check("fix verified", fixed is True, f"fixed {fixed}")
 
+        collateral = await self.call("check_collateral", {"command": TEST_COMMAND, "session_id": sid},
+                                     "Phase 4: the same tests on the last commit and on the fixed tree")
+        verdict = (collateral.data or {}).get("verdict")
+        self.check("no collateral damage", verdict == "clean", f"verdict {verdict}")
+
         await self.call("close_session", {"session_id": sid}, "closing too early", expect_error=True)
         self.check("close refused before Phase 5", True)
 
@@ -232,6 +243,10 @@ class Demo:
                                     "Phase 5: keep the lesson for the next person")
         written = (knowledge.data or {}).get("written")
         self.check("constraint written", bool(written), str(written))
+        reworded = {**KNOWLEDGE, "title": "Averages over tokens divide by the count of real tokens", "session_id": sid}
+        again = await self.call("capture_knowledge", reworded, "Phase 5: the same lesson reworded is not written twice")
+        duplicate = (again.data or {}).get("duplicate_of")
+        self.check("reworded duplicate refused", bool(duplicate) and not (again.data or {}).get("written"))
 
         closed = await self.call("close_session", {"session_id": sid}, "the final report")
         self.t.report = (closed.data or {}).get("report", closed.text)
@@ -250,7 +265,14 @@ async def drive(root: Path, console: Any, transcript: DemoTranscript) -> None:
     params = StdioServerParameters(command=str(own_executable()), args=["serve", "--root", str(root)],
                                    cwd=str(root), env=dict(os.environ))
     async with Client(params) as client:
-        await Demo(client, transcript, console).run(root)
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        missing = [name for name in REQUIRED_TOOLS if name not in listed]
+        try:
+            if missing:
+                raise DemoFailed(f"this rootcause build lacks the tools {', '.join(missing)}")
+            await Demo(client, transcript, console).run(root)
+        except DemoFailed as exc:  # inside the client: a task group would wrap it in an ExceptionGroup
+            transcript.failure = str(exc)
 
 
 def run_demo(keep: bool = False, workdir: Path | None = None, console: Any = None) -> int:
@@ -268,11 +290,8 @@ def run_demo(keep: bool = False, workdir: Path | None = None, console: Any = Non
         anyio.run(build_example, root)
         console.print("two commits: a working loss, then 'Simplify masked_mean: divide by the batch length' "
                       "(the bug)\n")
-        failure = ""
-        try:
-            anyio.run(drive, root, console, transcript)
-        except DemoFailed as exc:
-            failure = str(exc)
+        anyio.run(drive, root, console, transcript)
+        failure = transcript.failure
         transcript.elapsed_s = round(time.perf_counter() - started, 2)
         if transcript.report:
             console.rule("[bold]session report[/bold]", align="left")
