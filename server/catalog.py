@@ -70,7 +70,7 @@ TOOLS: tuple[ToolSpec, ...] = (
              "tools.collateral:CheckCollateralResult", 4),
     ToolSpec("capture_knowledge", "tools.knowledge.capture:capture_knowledge",
              "tools.knowledge.capture:CaptureKnowledgeInput", "tools.knowledge.capture:CaptureKnowledgeResult", 5),
-    ToolSpec("close_session", "tools.sessions:close_session", "tools.sessions:SessionIdInput",
+    ToolSpec("close_session", "tools.sessions:close_session", "tools.sessions:CloseSessionInput",
              "tools.sessions:CloseSessionResult"),
     ToolSpec("inspect_checkpoint", "tools.numerics.checkpoint:inspect_checkpoint",
              "tools.numerics.checkpoint:InspectCheckpointInput", "tools.numerics.checkpoint:InspectCheckpointResult"),

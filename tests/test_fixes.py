@@ -163,5 +163,20 @@ async def test_bad_input_and_close(project: Path, sid: str) -> None:
     SessionStore(ctx.workspace).record(sid, "capture_knowledge", "no new knowledge", phase=5, phase_status="done")
     closed = close_session(SessionIdInput(session_id=sid), ctx)
     assert closed.status == "closed" and closed.report.startswith(f"# rootcause session {sid}")
+    assert (project / closed.report_path).read_text() == closed.report
+    assert (closed.hypotheses, closed.fix_attempts, closed.fixed) == (0, 0, False)
     with pytest.raises(UsageError, match="is closed"):
         await _fix(project, sid)
+
+
+async def test_close_bounds_a_long_report(project: Path) -> None:
+    sid = await _start(project, path_hint="full", baseline=False)
+    ctx = ToolContext.for_root(project)
+    store = SessionStore(ctx.workspace)
+    for index in range(30):
+        store.record(sid, "diagnose_log", f"log {index}\n" + "x" * 1_000, phase=1)
+    store.record(sid, "capture_knowledge", "none", phase=5, phase_status="done")
+    closed = close_session(SessionIdInput(session_id=sid), ctx)
+    full = (project / closed.report_path).read_text()
+    assert len(full) > 30_000 and len(closed.report) <= 20_000
+    assert "truncated: the whole report is .rootcause/sessions/" in closed.report

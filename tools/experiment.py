@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -23,21 +24,30 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PYTEST_NOT_RUN = {3: "pytest internal error", 4: "pytest usage error", 5: "pytest collected no tests"}
 
 
-class CommandFields(BaseModel):
-    """The fields of a command to run, as reproduce takes them."""
+Command = Annotated[str | list[str], Field(
+    description="The command: a string split like a shell would (leading NAME=value pairs become env), "
+                "or an argv list. Runs without a shell unless shell=true.")]
+TimeoutS = Annotated[float, Field(description="Wall-clock limit per run in seconds; a run that hits it is a hang.")]
+IdleTimeoutS = Annotated[float | None, Field(
+    description="Stop a run that prints nothing for this many seconds (a hang); none by default.")]
+Cwd = Annotated[str, Field(description="Working directory, relative to the root (or absolute inside it).")]
+Env = Annotated[dict[str, str], Field(description="Extra environment variables for the run.")]
+Shell = Annotated[bool, Field(description="Run the command through /bin/sh -c (pipes, globs, &&).")]
+Python = Annotated[str | None, Field(
+    description="The project's interpreter; its bin/ goes first on PATH so `python`, `pytest` and `torchrun` "
+                "resolve to it. Default: <root>/.venv/bin/python, else the server's.")]
 
-    command: str | list[str] = Field(
-        description="The command: a string split like a shell would (leading NAME=value pairs become env), "
-                    "or an argv list. Runs without a shell unless shell=true.")
-    timeout_s: float = Field(900.0, description="Wall-clock limit per run in seconds; a run that hits it is a hang.")
-    idle_timeout_s: float | None = Field(
-        None, description="Stop a run that prints nothing for this many seconds (a hang); none by default.")
-    cwd: str = Field(".", description="Working directory, relative to the root (or absolute inside it).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the run.")
-    shell: bool = Field(False, description="Run the command through /bin/sh -c (pipes, globs, &&).")
-    python: str | None = Field(
-        None, description="The project's interpreter; its bin/ goes first on PATH so `python`, `pytest` and "
-                          "`torchrun` resolve to it. Default: <root>/.venv/bin/python, else the server's.")
+
+class CommandFields(Protocol):
+    """The command fields an input model carries, as reproduce takes them (declared with the types above)."""
+
+    command: str | list[str]
+    timeout_s: float
+    idle_timeout_s: float | None
+    cwd: str
+    env: dict[str, str]
+    shell: bool
+    python: str | None
 
 
 class RunObservation(BaseModel):

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from tools import protocol
 from tools.baseline import FALLBACK_FACT, Baseline, baseline_of
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.experiment import CommandFields, RunObservation, describe_command, run_command
+from tools.experiment import (
+    Command,
+    Cwd,
+    Env,
+    IdleTimeoutS,
+    Python,
+    RunObservation,
+    Shell,
+    TimeoutS,
+    describe_command,
+    run_command,
+)
 from tools.results import ToolResult
 from tools.sessions import SessionStore, require_open
 
 
-class RecordFixAttemptInput(CommandFields):
+class RecordFixAttemptInput(BaseModel):
     """Phase 4: after one targeted fix, run the verification command (the reproducer, the module's tests).
 
     fixed is true when the command passes and the session's original failure signature is gone.
@@ -25,6 +36,13 @@ class RecordFixAttemptInput(CommandFields):
 
     session_id: str = Field(description="The id returned by start_session (required).")
     description: str = Field(description="What this fix changes and why, in one or two sentences.")
+    command: Command
+    timeout_s: TimeoutS = 900.0
+    idle_timeout_s: IdleTimeoutS = None
+    cwd: Cwd = "."
+    env: Env = Field(default_factory=dict)
+    shell: Shell = False
+    python: Python = None
 
 
 class RecordFixAttemptResult(ToolResult):

@@ -96,9 +96,11 @@ def judge_run(expect: Expectation, run: RunObservation, output: str, baseline: B
         return "inconclusive", f"the run hit the {run.timed_out} timeout after {run.duration_s:.0f}s"
     failed = run.outcome != "pass"
     if expect.kind == "pass":
-        return ("supported", "the run passed") if not failed else ("refuted", f"the run failed: {run.error}")
+        return ("supported", "the run passed, as predicted") if not failed else (
+            "refuted", f"the prediction was a pass, the run failed: {run.error}")
     if expect.kind == "fail":
-        return ("supported", f"the run failed: {run.error}") if failed else ("refuted", "the run passed")
+        return ("supported", f"the run failed, as predicted: {run.error}") if failed else (
+            "refuted", "the prediction was a failure, the run passed")
     if expect.kind == "regex":
         match = re.search(expect.pattern or "", output, re.MULTILINE)
         if match:

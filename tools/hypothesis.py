@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 import prompts
 from tools import protocol
 from tools.baseline import FALLBACK_FACT, Baseline, TreeChanges, baseline_of, tree_changes
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.experiment import CommandFields, RunObservation, describe_command, run_command
+from tools.experiment import (
+    Command,
+    Cwd,
+    Env,
+    IdleTimeoutS,
+    Python,
+    RunObservation,
+    Shell,
+    TimeoutS,
+    describe_command,
+    run_command,
+)
 from tools.gate import (
     Expectation,
     Gate,
@@ -30,7 +41,7 @@ FLAKY_RUNS = 3
 _TAIL_CHARS = 1_200
 
 
-class VerifyHypothesisInput(CommandFields):
+class VerifyHypothesisInput(BaseModel):
     """Phase 3: test ONE falsifiable hypothesis with a minimal experiment that changes one thing.
 
     Runs the experiment command, compares the outcome with the prediction and with the session's
@@ -46,6 +57,7 @@ class VerifyHypothesisInput(CommandFields):
     hypothesis: str = Field(description="ONE specific cause, e.g. 'load() drops every value because the "
                                         "default THRESHOLD is above all of them'.")
     prediction: str = Field(description="What the experiment shows if the hypothesis is true.")
+    command: Command
     expect: str = Field(description="How the run decides: pass | fail | same_signature | different_signature "
                                     "(against the session's reproduced failure) | a regex the output must match.")
     changed: str = Field(description="The one thing this experiment changes against the reproduction "
@@ -59,6 +71,12 @@ class VerifyHypothesisInput(CommandFields):
                                                "critical review.")
     disproof_regex: str | None = Field(None, description="Optional regex for the disproof observation in the output.")
     runs: int = Field(1, description="Runs of the experiment (1..10); raised to 3 when the baseline was flaky.")
+    timeout_s: TimeoutS = 900.0
+    idle_timeout_s: IdleTimeoutS = None
+    cwd: Cwd = "."
+    env: Env = Field(default_factory=dict)
+    shell: Shell = False
+    python: Python = None
 
 
 class VerifyHypothesisResult(ToolResult):

@@ -24,7 +24,7 @@ from tools import gitrepo
 from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.keywords import extract_keywords
-from tools.results import ToolResult
+from tools.results import ToolResult, bounded
 from tools.taxonomy import classify_text
 from tools.workspace import Workspace
 
@@ -448,8 +448,24 @@ def session_report(inp: SessionIdInput, ctx: ToolContext) -> SessionReport:
                          phases=state.phases, report=render_report(state))
 
 
+class CloseSessionInput(SessionIdInput):
+    """Close a debugging session and return its final report; refused until Phase 5 is done.
+
+    The report lists the symptom, the path, the phases, the hypotheses in order with their results,
+    the fix attempts and every piece of evidence. Phase 5 (knowledge capture) must be done first:
+    call capture_knowledge, with kind 'none' and the reason when there is nothing to capture.
+    """
+
+
+REPORT_LIMIT = 20_000
+
+
 class CloseSessionResult(SessionReport):
     closed: bool = True
+    report_path: str = Field(description="The full report, written beside the session's event log.")
+    hypotheses: int = 0
+    fix_attempts: int = 0
+    fixed: bool = False
 
 
 def close_session(inp: SessionIdInput, ctx: ToolContext) -> CloseSessionResult:
@@ -463,5 +479,15 @@ def close_session(inp: SessionIdInput, ctx: ToolContext) -> CloseSessionResult:
         )
     if state.status != "closed":
         state = store.set_status(inp.session_id, "closed")
+    report = render_report(state)
+    path = ctx.workspace.state_dir("sessions", state.session_id) / "report.md"
+    path.write_text(report, encoding="utf-8")
+    if len(report) > REPORT_LIMIT:
+        marker = f"\n… [truncated: the whole report is {ctx.workspace.relative(path)}] …\n"
+        report = bounded(report, REPORT_LIMIT, marker)
+    tools_used = [e.tool for e in state.evidence]
     return CloseSessionResult(session_id=state.session_id, status=state.status, path=state.path,
-                              phases=state.phases, report=render_report(state))
+                              phases=state.phases, report=report, report_path=ctx.workspace.relative(path),
+                              hypotheses=tools_used.count("verify_hypothesis"),
+                              fix_attempts=tools_used.count("record_fix_attempt"),
+                              fixed=bool(state.facts.get("fixed")))

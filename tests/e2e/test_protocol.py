@@ -110,7 +110,9 @@ async def test_whole_investigation(project: Path) -> None:
     assert report.index("1. **not fixed**") < report.index("2. **fixed**")
     assert "[x] Phase 3" in report.replace("[~] Phase 3", "[x] Phase 3") and "[x] Phase 5" in report
     if os.environ.get("ROOTCAUSE_WRITE_EXAMPLE") == "1":
-        (REPO_ROOT / "docs" / "example-session-report.md").write_text(report, encoding="utf-8")
+        note = ("<!-- Real output: the report close_session returned in tests/e2e/test_protocol.py::"
+                "test_whole_investigation (ROOTCAUSE_WRITE_EXAMPLE=1). -->\n\n")
+        (REPO_ROOT / "docs" / "example-session-report.md").write_text(note + report, encoding="utf-8")
 
 
 async def test_gate_over_stdio(project: Path, no_leftover_processes: None) -> None:
