@@ -134,7 +134,9 @@ async def compare_setups(inp: CompareSetupsInput, ctx: ToolContext) -> CompareSe
     code = CodeDiff()
     if good.sha != bad.sha and repo is not None:
         await ctx.progress(0, 5, "diffing code")
-        code = code_diff(repo, ws.root, good.sha, bad.sha)
+        import anyio
+
+        code = await anyio.to_thread.run_sync(code_diff, repo, ws.root, good.sha, bad.sha)
         compared.append(f"code: {good.tree} vs {bad.tree} ({len(code.files)} file(s) changed)")
         if inp.good.files is None and inp.bad.files is None:
             pairs += [(p, p) for p in _changed_configs(code, ws) if (p, p) not in pairs]
