@@ -12,8 +12,6 @@ import html
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
@@ -57,6 +55,9 @@ def _files_from_html(text: str) -> list[dict]:
 
 
 def _fetch(url: str, timeout_s: float) -> list[dict]:
+    import urllib.error
+    import urllib.request  # here, not at import: the server's start-up stays lean
+
     request = urllib.request.Request(url, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1", "User-Agent": "rootcause-bisect"})
     try:
