@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024
 DCP_BATCH_BYTES = 256 * 1024 * 1024
 
 # safetensors dtype -> (bytes per element, canonical torch-style name)
@@ -94,6 +94,8 @@ def _count_bits(words: Any, dtype: str) -> tuple[int, int, int]:
         return int(np.count_nonzero((words & 0x7F) == 0x7F)), 0, 0
     _, exp_mask, mant_mask, sign_mask = FLOAT_BITS[dtype]
     exp_all = (words & words.dtype.type(exp_mask)) == words.dtype.type(exp_mask)
+    if not exp_all.any():  # the common case: all finite, no further temporaries
+        return 0, 0, 0
     mant_zero = (words & words.dtype.type(mant_mask)) == 0
     nan = int(np.count_nonzero(exp_all & ~mant_zero))
     inf = exp_all & mant_zero

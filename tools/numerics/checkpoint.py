@@ -27,12 +27,14 @@ RENAME_MIN_SIMILARITY = 0.4
 
 
 class InspectCheckpointInput(BaseModel):
-    """Inspect a model checkpoint: tensor count, parameters, dtypes, NaN/Inf per tensor; with compare_to,
-    the keys missing / unexpected / reshaped / re-typed against a reference and likely renames.
+    """Inspect a checkpoint: tensors, parameters, dtypes, NaN/Inf per tensor, and key diffs against compare_to.
 
-    Reads torch.save state dicts (weights_only=True), safetensors files, Hugging Face sharded
-    checkpoints (*.index.json) and torch.distributed.checkpoint (DCP) directories. torch runs
-    in the project's interpreter as a subprocess, one tensor at a time.
+    With compare_to (a reference checkpoint): keys missing, unexpected, with another shape or
+    dtype, and likely renames (a missing key paired with an unexpected one of the same shape
+    and dtype, ranked by name similarity and equal content). Reads torch.save state dicts
+    (weights_only=True), safetensors files, Hugging Face sharded checkpoints (*.index.json) and
+    torch.distributed.checkpoint (DCP) directories. torch runs in the project's interpreter as
+    a subprocess, one tensor at a time.
     """
 
     path: str = Field(description="The checkpoint to inspect: a file, a DCP directory or an *.index.json "

@@ -32,8 +32,11 @@ MAX_SPIKES = 50
 
 
 class AnalyzeTrainingLogInput(BaseModel):
-    """Analyze a training log: loss, grad_norm and lr series by step, the first NaN/Inf step, loss and
-    grad-norm spikes, and with compare_to the first step where two runs diverge (e.g. 1 GPU vs 8 GPUs).
+    """Analyze a training log: loss / grad_norm / lr by step, the first NaN/Inf step, spikes, divergence.
+
+    Series are keyed by step (inferred when the log prints none); spikes are loss or grad-norm
+    jumps against a rolling median; with compare_to, the first step where two runs diverge
+    (e.g. 1 GPU vs 8 GPUs) beyond rtol.
 
     Reads key=value, key: value, `| loss 2.31 |` columns, JSON lines, Python dict lines (HF Trainer),
     tqdm postfixes and per-rank prefixes ([rank0]:), streaming, so logs of any size work.
