@@ -40,12 +40,19 @@ def _base_type(annotation: Any) -> Any:
     return annotation
 
 
+def _text_or_json(kind: Any) -> bool:
+    """A union that accepts plain text (e.g. a command as a string or an argv list)."""
+    return typing.get_origin(kind) in (typing.Union, types.UnionType) and str in typing.get_args(kind)
+
+
 def _add_field(parser: argparse.ArgumentParser, name: str, field: Any) -> None:
     kind = _base_type(field.annotation)
     origin = typing.get_origin(kind)
     help_text = (field.description or "").replace("%", "%%")
-    if kind is str and field.is_required():
+    if (kind is str or _text_or_json(kind)) and field.is_required():
         parser.add_argument(name, help=help_text)
+    elif _text_or_json(kind):
+        parser.add_argument(_flag(name), dest=name, default=None, help=f"{help_text} (text, or JSON list/object)")
     elif kind is bool:
         parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
                             help=help_text)
@@ -88,6 +95,9 @@ def _collect(model: type, ns: argparse.Namespace) -> dict[str, Any]:
                     raise UsageError(f"--{name.replace('_', '-')} {item!r} is not NAME=VALUE or JSON.",
                                      "write e.g. --env NCCL_DEBUG=INFO")
             value = merged
+        elif _text_or_json(kind):
+            if value.lstrip().startswith(("[", "{")):
+                value = _json(name, value)
         elif kind not in (str, int, float, bool) and origin not in (list, typing.Literal) and isinstance(value, str):
             value = _json(name, value)
         arguments[name] = value
