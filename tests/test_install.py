@@ -207,7 +207,8 @@ def test_uv_tool_detection(tmp_path: Path) -> None:
     served = inst.server_command(tmp_path, prefix=receipt_env, environ=env)
     assert served.command == "uvx" and served.args == ["rootcause", "serve", "--root", str(tmp_path)]
     own = inst.server_command(tmp_path, prefix=Path(sys.prefix), environ=env)
-    assert own.via == "executable" and own.command == rootcause_executable()
+    assert own.via == "executable" and own.command == rootcause_executable() and own.env == {}
+    assert served.env == {"UV_TOOL_DIR": str(tools_dir)}
 
 
 def test_uvx_entry_written(repo: Path, tmp_path: Path) -> None:
@@ -240,3 +241,37 @@ def test_inspector_cli_against_installed_command(repo: Path, call: str) -> None:
         assert not out.get("isError"), out
         assert out["structuredContent"]["category"] == "nonfinite"
         assert out["structuredContent"]["path"] == "full"
+
+
+# ---------------------------------------------------------------- a real `uv tool install`
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_uv_tool_install_writes_a_uvx_entry_that_serves(repo: Path, tmp_path: Path) -> None:
+    """The fresh-machine path: `uv tool install` the checkout, `rootcause install`, start what was written."""
+    from mcp import Client, StdioServerParameters
+
+    from tools.interpreters import uv_binary
+
+    uv = Path(uv_binary())
+    env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "bin")}
+    built = subprocess.run([str(uv), "tool", "install", str(REPO_ROOT)], env=env, capture_output=True, text=True,
+                           timeout=600)
+    if built.returncode != 0 and any(s in built.stderr for s in ("Failed to fetch", "error sending request",
+                                                                 "network was disabled")):
+        pytest.skip(f"package index unreachable for uv tool install: {built.stderr.strip()[-300:]}")
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert (tmp_path / "tools" / "rootcause" / "uv-receipt.toml").is_file()
+    proc = subprocess.run([str(tmp_path / "bin" / "rootcause"), "install", "--client", "vscode", "--repo", str(repo)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    entry = entry_of(repo, "vscode")
+    assert entry == {"type": "stdio", "command": "uvx", "args": ["rootcause", "serve", "--root", str(repo.resolve())],
+                     "env": {"UV_TOOL_DIR": str(tmp_path / "tools")}}
+    # A client's environment: its PATH (where uvx lives), HOME, and the entry's env; nothing else of ours.
+    client_env = {"PATH": f"{uv.parent}{os.pathsep}/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
+                  "UV_OFFLINE": "1", **entry["env"]}
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd="/", env=client_env)
+    async with Client(params) as client:
+        assert "start_session" in {t.name for t in (await client.list_tools()).tools}

@@ -48,6 +48,8 @@ class ServerCommand(BaseModel):
     command: str
     args: list[str]
     via: Literal["executable", "uvx"]
+    env: dict[str, str] = {}
+    """Variables the client must pass (a custom UV_TOOL_DIR, so uvx finds the installed tool)."""
 
 
 class FileChange(BaseModel):
@@ -132,8 +134,12 @@ def own_executable() -> Path:
 def server_command(repo: Path, prefix: Path | None = None, environ: dict[str, str] | None = None) -> ServerCommand:
     """`rootcause serve --root <repo>`: through uvx for a uv-managed install, else the absolute executable."""
     serve = ["serve", "--root", str(repo)]
-    if is_uv_tool(Path(sys.prefix) if prefix is None else prefix, environ):
-        return ServerCommand(command="uvx", args=[SERVER_NAME, *serve], via="uvx")
+    env = os.environ if environ is None else environ
+    if is_uv_tool(Path(sys.prefix) if prefix is None else prefix, env):
+        # Clients start servers with their own environment: a custom tool dir must travel with the entry,
+        # or uvx would not find the installed tool and fall back to downloading one.
+        extra = {"UV_TOOL_DIR": env["UV_TOOL_DIR"]} if env.get("UV_TOOL_DIR") else {}
+        return ServerCommand(command="uvx", args=[SERVER_NAME, *serve], via="uvx", env=extra)
     return ServerCommand(command=str(own_executable()), args=serve, via="executable")
 
 
@@ -141,6 +147,8 @@ def server_entry(client: Client, server: ServerCommand) -> dict[str, Any]:
     layout = LAYOUTS[client]
     entry: dict[str, Any] = {"type": layout.entry_type} if layout.entry_type else {}
     entry.update(command=server.command, args=list(server.args))
+    if server.env:
+        entry["env"] = dict(server.env)
     return entry
 
 
@@ -221,6 +229,8 @@ def plan_config(repo: Path, client: Client, server: ServerCommand) -> FileChange
     current = servers.get(SERVER_NAME)
     # Keep fields the user added to our entry (env, cwd...): only ours are replaced.
     merged = {**current, **desired} if isinstance(current, dict) else desired
+    if isinstance(current, dict) and isinstance(current.get("env"), dict) and "env" in desired:
+        merged["env"] = {**current["env"], **desired["env"]}
     if merged == current:
         return FileChange(path=str(path), relative=layout.config, what=what, action="unchanged", content=text)
     servers[SERVER_NAME] = merged
