@@ -68,6 +68,8 @@ class RunRecord(BaseModel):
     signal: int | None
     duration_s: float
     timed_out: Literal["wall", "idle"] | None = None
+    timeout_at_byte: int | None = None
+    """Log size when the timeout fired: later output (stack dumps, SIGTERM tracebacks) is rootcause's doing."""
     log_path: str
     log_bytes: int
     head: str
@@ -226,6 +228,17 @@ def _rank_of(proc: psutil.Process) -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
+async def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Poll until the processes are gone (or zombies); returns those still alive. Never reaps:
+    psutil.wait_procs would waitpid() our direct child and steal its exit status from asyncio."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        alive = [p for p in alive if _alive(p)]
+    return alive
+
+
 def _signal_all(procs: list[psutil.Process], sig: int) -> None:
     for proc in procs:
         try:
@@ -259,7 +272,7 @@ async def _faulthandler_dump(proc: psutil.Process, log_path: Path) -> str:
         proc.send_signal(signal.SIGCONT)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return ""
-    await asyncio.to_thread(psutil.wait_procs, [proc], 2.0)
+    await _wait_gone([proc], 2.0)
     await asyncio.sleep(0.05)
     with open(log_path, "rb") as fh:
         fh.seek(before)
@@ -314,7 +327,7 @@ async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
                 pass
     _signal_all(procs, signal.SIGTERM)
     _signal_all(procs, signal.SIGCONT)
-    _, alive = await asyncio.to_thread(psutil.wait_procs, procs, KILL_GRACE_S)
+    alive = await _wait_gone(procs, KILL_GRACE_S)
     if pgid is not None:
         try:
             os.killpg(pgid, signal.SIGKILL)
@@ -322,7 +335,7 @@ async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
             pass
     _signal_all(alive, signal.SIGKILL)
     if alive:
-        await asyncio.to_thread(psutil.wait_procs, alive, 2.0)
+        await _wait_gone(alive, 2.0)
 
 
 # Process groups of runs in flight: killed at interpreter exit should a run outlive its call
@@ -388,6 +401,7 @@ async def run_process(
     started = time.monotonic()
     started_wall = time.time()
     timed_out: Literal["wall", "idle"] | None = None
+    timeout_at_byte: int | None = None
     stacks: list[ProcessStack] = []
     with open(log_path, "ab", buffering=0) as log:
         try:
@@ -417,6 +431,7 @@ async def run_process(
                 elif spec.idle_timeout_s is not None and now - last_growth >= spec.idle_timeout_s:
                     timed_out = "idle"
                 if timed_out:
+                    timeout_at_byte = size
                     note = f"{spec.label}: {timed_out} timeout after {now - started:.0f}s, capturing stacks"
                     await progress(now - started, spec.timeout_s, note)
                     stacks = await capture_stacks(process_tree(proc.pid, run_id, started_wall), log_path)
@@ -450,7 +465,8 @@ async def run_process(
             "\n\n".join(f"== pid {s.pid} ({s.method}) {s.cmdline}\n{s.text}" for s in stacks), encoding="utf-8")
     record = RunRecord(
         run_id=run_id, argv=spec.argv, cwd=str(spec.cwd), outcome=outcome, exit_code=code, signal=sig,
-        duration_s=round(duration, 3), timed_out=timed_out, log_path=workspace.relative(log_path), log_bytes=size,
+        duration_s=round(duration, 3), timed_out=timed_out, timeout_at_byte=timeout_at_byte,
+        log_path=workspace.relative(log_path), log_bytes=size,
         head=head, tail=tail, stacks=stacks, env_overrides=spec.env,
     )
     (folder / "record.json").write_text(record.model_dump_json(exclude={"head", "tail"}), encoding="utf-8")

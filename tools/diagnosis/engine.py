@@ -19,8 +19,8 @@ from tools.diagnosis.errors import FoundError
 from tools.diagnosis.models import Diagnosis, RankInfo, StackSummary
 from tools.diagnosis.pytest_output import parse_pytest
 from tools.diagnosis.rules import GENERIC, categorise
-from tools.diagnosis.stacks import stacks_in_log, summarise
-from tools.diagnosis.streaming import SMALL_LOG, condensed_text
+from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
+from tools.diagnosis.streaming import condensed_text
 from tools.diagnosis.templates import find_templates
 from tools.diagnosis.text import Line, split_lines, streams
 from tools.diagnosis.tracebacks import is_exception_type, parse_tracebacks
@@ -175,28 +175,23 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
     return shown
 
 
-def _hang_signature(stacks: list[StackSummary], error: FoundError | None, root: Path) -> str:
+def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundError | None, root: Path) -> str:
+    """A hang is identified by the collectives processes wait in and where the project's code stands."""
     if error is not None:
         return _error_signature(error, root)
     waits = sorted({s.collective for s in stacks if s.collective})
-    places = sorted({_innermost_app(s) for s in stacks} - {None})
-    return sig.build("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", places[:4])
+    places: set[str] = set()
+    for text in texts:
+        frames = frame_names.mark(main_frames(text), root)
+        if any(f.in_project for f in frames):
+            places.update(frame_names.signature_frames(frames, root, count=1))
+    return sig.build("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", sorted(places)[:4])
 
 
 def _error_signature(error: FoundError, root: Path) -> str:
     if error.template:
         return sig.build(error.template, "", frame_names.signature_frames(error.frames, root))
     return sig.build(error.short_type, error.message, frame_names.signature_frames(error.frames, root))
-
-
-def _innermost_app(stack: StackSummary) -> str | None:
-    for entry in reversed(stack.frames):
-        module, _, rest = entry.partition(":")
-        if frame_names.is_library(module.replace(".", "/") + "/") or module.startswith(("torch", "threading")):
-            continue
-        function = rest.split(" (", 1)[0]
-        return f"{module.rsplit('.', 1)[-1]}:{function}"
-    return None
 
 
 def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary]) -> list[str]:
@@ -232,7 +227,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         category = "hang"
     frames = (error.frames if error else [])[-MAX_FRAMES:]
     if category == "hang":
-        signature = _hang_signature(summaries, error, root)
+        signature = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)
     elif error is not None:
         signature = _error_signature(error, root)
     elif signal:
@@ -269,10 +264,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
 
 def diagnose_run(record: RunRecord, root: Path) -> Diagnosis:
     path = Path(root) / record.log_path
-    if record.log_bytes <= SMALL_LOG or not path.is_file():
-        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else record.output
-    else:
-        text = condensed_text(path)
+    # After a timeout the log goes on with what rootcause caused (stack dumps, SIGTERM tracebacks).
+    text = condensed_text(path, record.timeout_at_byte) if path.is_file() else record.output
     return diagnose_text(text, root, timed_out=record.timed_out, stacks=record.stacks,
                          exit_code=record.exit_code, signal=record.signal)
 

@@ -57,8 +57,8 @@ RULES: tuple[DiagRule, ...] = (
           r"(missing|unexpected) keys?\b.*(state_dict|checkpoint)|Could not find .* in (checkpoint|state_dict)"),
     _rule("checkpoint_mismatch", r"^(KeyError|RuntimeError|ValueError|AssertionError)$",
           function=r"^(load_state_dict|_load_from_state_dict|set_model_state_dict|set_optimizer_state_dict|"
-                   r"set_state_dict|load_checkpoint|_load_checkpoint|load_sharded_checkpoint|load_model|"
-                   r"_load_state_dict_from_keys|load)$|torch/distributed/checkpoint", both=True),
+                   r"set_state_dict|load_checkpoint|_load_checkpoint|load_sharded_checkpoint|"
+                   r"_load_state_dict_from_keys)$|torch/distributed/checkpoint", both=True),
     _rule("nonfinite", None,
           r"\bnan\b|\binf\b|non-?finite|NaN or Inf|returned nan values|is not finite|isfinite|"
           r"Gradient overflow|found_inf|contains (NaN|Inf)"),
@@ -100,7 +100,8 @@ RULES: tuple[DiagRule, ...] = (
           r"operands could not be broadcast|must have the same shape|wrong shape|shapes? .*(do not|don't) match|"
           r"view size is not compatible|Expected \d+D .*input|expected \d+D|invalid shape|"
           r"the number of sizes provided|shape .* is invalid|must be divisible by|"
-          r"size of dimension|incompatible shapes?|expected shape|got shape|Expected size"),
+          r"size of dimension|incompatible shapes?|expected shape|got shape|Expected size|"
+          r"shapes \(.*\) and \(.*\) not aligned|mismatch in its core dimension|could not broadcast"),
     _rule("distributed_error",
           r"(DistBackendError|DistNetworkError|DistStoreError|DistError|RendezvousError|RendezvousTimeoutError|"
           r"RendezvousClosedError|RendezvousConnectionError|RendezvousStateError|NCCLError|ProcessGroupError)$",

@@ -63,15 +63,22 @@ def threads(text: str) -> list[tuple[str, list[Frame]]]:
     return [(lbl, fr) for lbl, fr in threads if fr]
 
 
-def summarise(text: str, root: Path, pid: int | None = None, rank: int | None = None,
-              keep: int = 12) -> StackSummary | None:
+def main_frames(text: str) -> list[Frame]:
+    """The frames of the thread that matters: one waiting in a collective, else the main / current one."""
     found = threads(text)
     if not found:
-        return None
+        return []
     chosen = next(((lbl, fr) for lbl, fr in found if collective_of(fr)), None)
     chosen = chosen or next(((lbl, fr) for lbl, fr in found
                              if "Current thread" in lbl or "MainThread" in lbl), found[0])
-    frames = chosen[1]
+    return chosen[1]
+
+
+def summarise(text: str, root: Path, pid: int | None = None, rank: int | None = None,
+              keep: int = 12) -> StackSummary | None:
+    frames = main_frames(text)
+    if not frames:
+        return None
     shown = [f"{display_module(f.file, root)}:{f.function} ({Path(f.file).name}:{f.line})" for f in frames[-keep:]]
     return StackSummary(pid=pid, rank=rank, frames=shown, collective=collective_of(frames))
 

@@ -60,11 +60,12 @@ def _windows(path: Path, size: int) -> list[tuple[int, int]]:
     return merged
 
 
-def condensed_text(path: Path) -> str:
-    """The whole file when small, else head + marker windows + tail, cut at line boundaries."""
-    size = path.stat().st_size
+def condensed_text(path: Path, end: int | None = None) -> str:
+    """The file (up to byte `end`) when small, else head + marker windows + tail, cut at line boundaries."""
+    size = path.stat().st_size if end is None else min(end, path.stat().st_size)
     if size <= SMALL_LOG:
-        return path.read_bytes().decode("utf-8", "replace")
+        with open(path, "rb") as fh:
+            return fh.read(size).decode("utf-8", "replace")
     parts: list[str] = []
     with open(path, "rb") as fh:
         for start, end in _windows(path, size):
