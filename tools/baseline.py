@@ -135,6 +135,13 @@ def _hunks(repo: Any, start_head: str, path: str) -> tuple[int, int, int]:
 
 def tree_changes(root: Path, state: SessionState) -> TreeChanges | None:
     """Files whose content differs from what they were when the session started (None outside git)."""
+    try:
+        return _tree_changes(root, state)
+    except (git.GitCommandError, ValueError, OSError):
+        return None  # a repository git cannot read (no commits, a corrupt index): the check says it cannot tell
+
+
+def _tree_changes(root: Path, state: SessionState) -> TreeChanges | None:
     repo = gitrepo.repo_for(root)
     if repo is None or not repo.working_tree_dir:
         return None

@@ -200,6 +200,7 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
         state = protocol.switch_to_full(store, state, switched)
     baseline = baseline_of(state)
     runs_wanted = max(inp.runs, FLAKY_RUNS) if baseline is not None and baseline.flaky else inp.runs
+    changes = tree_changes(ctx.root, state)  # the tree the experiment runs on
     observed_runs = await run_command(inp, ctx, runs=runs_wanted, label="verify_hypothesis")
     runs = [r for r, _ in observed_runs]
     if baseline is None:
@@ -209,7 +210,6 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
                 "status": "fallback", "signature": first_fail.signature, "outcomes": [first_fail.outcome],
                 "error": first_fail.error}})
     verdict, reason = judge(expect, observed_runs, baseline)
-    changes = tree_changes(ctx.root, state)
     disproof, observed = disproof_checked(inp.disproof, inp.disproof_regex, verdict, observed_runs, baseline)
     gate = Gate.of([
         one_variable(changes, inp.changed, {**inp.env}),
