@@ -118,7 +118,7 @@ def test_reproduce_exit_codes(repo: Path) -> None:
     data = json.loads(failing.stdout)
     assert data["status"] == "reproduced" and data["runs"][0]["exit_code"] == 3
     human = cli(repo, "reproduce", "python -c 'raise SystemExit(3)'", "--runs", "1")
-    assert human.returncode == 0 and "reproduced" in human.stdout and not human.stdout.lstrip().startswith("{")
+    assert human.returncode == 0 and "reproduced" in human.stdout.lower() and not human.stdout.lstrip().startswith("{")
     empty = cli(repo, "reproduce", " ")
     assert empty.returncode == 2 and "command is empty" in empty.stderr and "Traceback" not in empty.stderr
 

@@ -27,15 +27,17 @@ def test_demo_runs_the_whole_protocol() -> None:
     try:
         assert proc.returncode == 0, out[-4000:] + proc.stderr[-2000:]
         assert elapsed < 60, f"the demo took {elapsed:.1f}s"
-        for tool in ("start_session", "reproduce", "check_constraints", "verify_hypothesis", "record_fix_attempt",
-                     "capture_knowledge", "close_session"):
+        for tool in ("start_session", "reproduce", "check_constraints", "bisect_commits", "verify_hypothesis",
+                     "record_fix_attempt", "check_collateral", "capture_knowledge", "close_session"):
             assert re.search(rf"^─*\s*\d+\. {tool}\b", out, re.MULTILINE), f"step {tool} not printed"
         assert "✓ hypothesis 1 refuted" in out and "✓ hypothesis 2 supported" in out
         assert "✓ close refused before Phase 5" in out
         report = out.split("session report", 1)[1]
         for number, name in PHASE_NAMES.items():
-            assert name in report, f"phase {number} ({name}) missing from the report"
-        assert "refuted" in report and "supported" in report
+            assert f"[x] Phase {number}: {name} — done" in report, f"phase {number} ({name}) not done in the report"
+        assert "first bad commit" in out and "Simplify masked_mean" in out
+        assert "**REFUTED**" in report and "**SUPPORTED**" in report
+        assert report.count("# rootcause session ") == 1, "the report is printed once"
         assert re.search(r"\d+/\d+ checks passed", out) and "demo finished" in out
         # The kept repository shows what the agent did: two commits, the fix, the new constraint.
         assert root is not None and root.is_dir()

@@ -4,9 +4,10 @@ The example (`tools/demo/example/`, package data) is a dependency-free Python pr
 latest commit breaks the loss average: padding positions are counted as tokens. The driver
 copies it into a temporary folder, makes two git commits (a working one, then the bug),
 starts `rootcause serve --root <tmp>` through the official MCP stdio client, and walks the
-protocol: start_session, reproduce, check_constraints, two hypotheses (one refuted, one
-supported), the fix with record_fix_attempt and check_collateral, close_session refused
-before Phase 5, capture_knowledge (and a reworded duplicate it declines), close_session.
+protocol: start_session, reproduce, check_constraints, bisect_commits over the last two
+commits, two hypotheses (one refuted, one supported), the fix with record_fix_attempt and
+check_collateral, close_session refused before Phase 5, capture_knowledge (and a reworded
+duplicate it declines), close_session.
 Nothing needs torch, a GPU or the network.
 """
 
@@ -32,8 +33,8 @@ LOSS_FILE = "minitrain/loss.py"
 TEST_COMMAND = "python -m unittest discover -s tests -v"
 SYMPTOM = ("Wrong loss when a batch contains padding: python -m unittest discover -s tests fails with "
            "AssertionError: 1.2 != 2.0 within 7 places (0.8 difference) : padding changed the loss")
-REQUIRED_TOOLS = ("start_session", "reproduce", "check_constraints", "verify_hypothesis", "record_fix_attempt",
-                  "check_collateral", "capture_knowledge", "close_session")
+REQUIRED_TOOLS = ("start_session", "reproduce", "check_constraints", "bisect_commits", "verify_hypothesis",
+                  "record_fix_attempt", "check_collateral", "capture_knowledge", "close_session")
 RENAMES = {"_agents": ".agents", "_gitignore": ".gitignore"}
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "rootcause demo", "GIT_AUTHOR_EMAIL": "demo@rootcause.invalid",
                 "GIT_COMMITTER_NAME": "rootcause demo", "GIT_COMMITTER_EMAIL": "demo@rootcause.invalid"}
@@ -174,7 +175,8 @@ class Demo:
         self.t = transcript
         self.console = console
 
-    async def call(self, tool: str, arguments: dict[str, Any], note: str, expect_error: bool = False) -> Step:
+    async def call(self, tool: str, arguments: dict[str, Any], note: str, expect_error: bool = False,
+                   show: bool = True) -> Step:
         number = len(self.t.steps) + 1
         self.console.rule(f"[bold]{number}. {tool}[/bold]  [dim]{note}[/dim]", align="left")
         shown = {k: v for k, v in arguments.items() if k != "session_id"}
@@ -188,7 +190,7 @@ class Demo:
         style = "yellow" if result.is_error else "green"
         label = "refused" if result.is_error else "result"
         self.console.print(f"[{style}]{label}:[/{style}]")
-        self.console.print(text, markup=False, highlight=False)
+        self.console.print(text if show else "(the report is printed below)", markup=False, highlight=False)
         if result.is_error != expect_error:
             self.check(f"{tool} {'refused' if expect_error else 'succeeded'}", False, text[:300])
             raise DemoFailed(f"{tool} {'succeeded' if expect_error else 'failed'} unexpectedly: {text[:500]}")
@@ -215,6 +217,13 @@ class Demo:
         await self.call("check_constraints", {"symptom": SYMPTOM, "session_id": sid},
                         "Phase 1: is this a known pitfall of the project?")
 
+        bisect = await self.call("bisect_commits", {"good": "HEAD~1", "bad": "HEAD", "command": TEST_COMMAND,
+                                                    "keep": False, "session_id": sid},
+                                 "Phase 2: which commit broke the tests?")
+        first_bad = ((bisect.data or {}).get("first_bad_commit") or {})
+        subject = first_bad.get("subject", "") if isinstance(first_bad, dict) else str(first_bad)
+        self.check("first bad commit found", "Simplify masked_mean" in subject, subject)
+
         h1 = await self.call("verify_hypothesis", {**H1, "session_id": sid}, "Phase 3: a first hypothesis")
         result1 = (h1.data or {}).get("result")
         self.check("hypothesis 1 refuted", result1 == "refuted", f"result {result1}")
@@ -232,7 +241,7 @@ class Demo:
         self.check("fix verified", fixed is True, f"fixed {fixed}")
 
         collateral = await self.call("check_collateral", {"command": TEST_COMMAND, "session_id": sid},
-                                     "Phase 4: the same tests on the last commit and on the fixed tree")
+                                     "Phase 4: did the fix break anything else?")
         verdict = (collateral.data or {}).get("verdict")
         self.check("no collateral damage", verdict == "clean", f"verdict {verdict}")
 
@@ -248,7 +257,7 @@ class Demo:
         duplicate = (again.data or {}).get("duplicate_of")
         self.check("reworded duplicate refused", bool(duplicate) and not (again.data or {}).get("written"))
 
-        closed = await self.call("close_session", {"session_id": sid}, "the final report")
+        closed = await self.call("close_session", {"session_id": sid}, "the final report", show=False)
         self.t.report = (closed.data or {}).get("report", closed.text)
         self.check("session closed", (closed.data or {}).get("status") == "closed")
 
