@@ -76,6 +76,11 @@ async def test_three_failures_stop_then_a_supported_hypothesis_reopens(
     assert store.load(sid).facts["fix_attempts"] == 3  # the refused call ran nothing and recorded nothing
 
     edit(project, SYMPTOM_FIX[1], SYMPTOM_FIX[0])  # back to the original code, then a new hypothesis
+    refuted = await verify_hypothesis(VerifyHypothesisInput(
+        session_id=sid, **{**GOOD, "command": "python stats.py sample.json", "changed": "the input file"}),
+        ToolContext.for_root(project))
+    assert refuted.result == "refuted" and refuted.session_status == "stopped"
+    assert store.load(sid).status == "stopped"  # only a supported hypothesis lifts the stop
     reopened = await verify_hypothesis(VerifyHypothesisInput(session_id=sid, **GOOD), ToolContext.for_root(project))
     assert reopened.result == "supported" and reopened.session_status == "open"
     assert "re-opened" in reopened.next
