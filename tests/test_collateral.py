@@ -35,6 +35,19 @@ class TestMore:
 CLEAN_FIX = CALC.replace("a + b + 1", "a + b")
 COLLATERAL_FIX = CLEAN_FIX.replace("a * b", "a * b + 1")
 PYTEST = f"{sys.executable} -m pytest -q tests"
+UNITTESTS = """\
+import unittest
+
+from calc import add, mul
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 2), 4)
+
+    def test_mul(self):
+        self.assertEqual(mul(2, 3), 6)
+"""
 
 
 def build_calc_repo(root: Path) -> Path:
@@ -43,6 +56,8 @@ def build_calc_repo(root: Path) -> Path:
     (root / "calc.py").write_text(CALC)
     (root / "tests" / "test_calc.py").write_text(TESTS)
     (root / "check.py").write_text("from calc import mul\nassert mul(2, 3) == 6, 'mul is broken'\n")
+    (root / "utests").mkdir()
+    (root / "utests" / "test_calc_unit.py").write_text(UNITTESTS)
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "calc with a bug in add")
     return root
@@ -98,12 +113,26 @@ async def test_non_pytest_command_compares_outcomes(repo: Path) -> None:
     build_calc_repo(repo)
     (repo / "calc.py").write_text(COLLATERAL_FIX)
     broken = await check_collateral(CheckCollateralInput(command=f"{sys.executable} check.py"), ctx(repo))
-    assert broken.verdict == "collateral" and not broken.pytest
+    assert broken.verdict == "collateral" and not broken.pytest and broken.mode == "command"
     assert broken.base_run.outcome == "pass" and broken.fix_run.outcome == "fail"
     assert "AssertionError" in broken.new_failures[0]
     (repo / "calc.py").write_text(CLEAN_FIX)
     clean = await check_collateral(CheckCollateralInput(command=[sys.executable, "check.py"]), ctx(repo))
     assert clean.verdict == "clean" and clean.new_failures == []
+
+
+async def test_unittest_ids_are_compared(repo: Path) -> None:
+    build_calc_repo(repo)
+    (repo / "calc.py").write_text(COLLATERAL_FIX)
+    command = f"{sys.executable} -m unittest discover -s utests -v"
+    broken = await check_collateral(CheckCollateralInput(command=command), ctx(repo))
+    assert broken.mode == "unittest" and broken.verdict == "collateral"
+    assert broken.new_failures == ["test_calc_unit.CalcTest.test_mul"]
+    assert broken.fixed == ["test_calc_unit.CalcTest.test_add"]
+    assert (broken.base_run.tests, broken.fix_run.tests) == (2, 2)
+    (repo / "calc.py").write_text(CLEAN_FIX)
+    clean = await check_collateral(CheckCollateralInput(command=command), ctx(repo))
+    assert clean.verdict == "clean" and clean.fixed == ["test_calc_unit.CalcTest.test_add"]
 
 
 async def test_shell_pytest_and_hang_is_inconclusive(repo: Path) -> None:

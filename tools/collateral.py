@@ -3,10 +3,11 @@
 The broader verification command runs twice through the shared runner: on `base` in a
 detached worktree under `.rootcause/worktrees/` and on the working tree that holds the fix.
 For pytest the failing test ids of the two runs are compared (junit XML written under
-`.rootcause/collateral/`, else the `FAILED ...` summary lines); for any other command the
-outcomes and failure signatures are. Both runs get PYTHONDONTWRITEBYTECODE and pytest's cache
-disabled, so the user's tree is left as it was, and PYTHONPATH starts with the tree under test,
-so the worktree's code is imported rather than an editable install of the working tree.
+`.rootcause/collateral/`, else the `FAILED ...` summary lines), for unittest the ids of its
+`FAIL:` / `ERROR:` lines; for any other command the outcomes and failure signatures are.
+Both runs get PYTHONDONTWRITEBYTECODE and pytest's cache disabled, so the user's tree is left
+as it was, and PYTHONPATH starts with the tree under test, so the worktree's code is imported
+rather than an editable install of the working tree.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import re
 import secrets
 import shlex
+from itertools import pairwise
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +34,9 @@ from tools.workspace import Workspace
 from tools.worktrees import temporary_worktree
 
 Verdict = Literal["clean", "collateral", "inconclusive"]
+Mode = Literal["pytest", "unittest", "command"]
+_UNITTEST_LINE = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.MULTILINE)
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 _FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", re.MULTILINE)
 _PYTEST_USAGE_CODES = {2, 3, 4, 5}
 
@@ -41,8 +46,8 @@ class CheckCollateralInput(BaseModel):
 
     Use in Phase 4 after the targeted fix passes its reproducer: give the module's tests or another
     trainer's smoke test. The base run happens in a detached git worktree (your tree and HEAD are
-    untouched), the fixed run in the working tree. pytest commands are compared test by test
-    (new_failures = broken by the fix); other commands by outcome and failure signature.
+    untouched), the fixed run in the working tree. pytest and unittest commands are compared test by
+    test (new_failures = broken by the fix); other commands by outcome and failure signature.
     """
 
     command: str | list[str] = Field(description="The broader verification command, e.g. 'pytest -q tests/'.")
@@ -63,8 +68,8 @@ class SideRun(BaseModel):
     exit_code: int | None
     duration_s: float
     log_path: str
-    tests: int | None = Field(None, description="Tests reported (pytest).")
-    failing: list[str] = Field(default_factory=list, description="Failing test ids (pytest).")
+    tests: int | None = Field(None, description="Tests reported (pytest, unittest).")
+    failing: list[str] = Field(default_factory=list, description="Failing test ids (pytest, unittest).")
     signature: str | None = Field(None, description="Failure signature (when the run failed).")
     source: str = Field("", description="Where the failing ids came from: junit, summary lines, diagnosis.")
 
@@ -78,6 +83,8 @@ class CheckCollateralResult(ToolResult):
     fix_run: SideRun
     base_sha: str
     pytest: bool
+    mode: Literal["pytest", "unittest", "command"] = Field(
+        description="How the runs were compared: test ids (pytest, unittest) or outcome and signature (command).")
     reason: str
     notes: list[str] = Field(default_factory=list)
 
@@ -130,6 +137,7 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
     folder = ws.state_dir("collateral", secrets.token_hex(4))
     pytest_at = None if inp.shell else is_pytest(argv)
     pytest = pytest_at is not None or (inp.shell and "pytest" in " ".join(argv))
+    mode: Mode = "pytest" if pytest else "unittest" if _is_unittest(argv) else "command"
 
     async def run(tree: Path, label: str, step: int) -> tuple[RunRecord, Path]:
         run_cwd = tree / cwd.relative_to(top) if tree != top else cwd
@@ -151,15 +159,15 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
         base_record, base_junit = await run(tree.resolve(), "base", 0)
         base_dirs = [tree.resolve() / cwd.relative_to(top), tree.resolve() / ws.root.relative_to(top)]
         base_dirs = [p.resolve() for p in base_dirs]
-        base = _side(base_record, f"base {base_sha[:10]}", pytest, base_junit, base_dirs, ws)
+        base = _side(base_record, f"base {base_sha[:10]}", mode, base_junit, base_dirs, ws)
     fix_record, fix_junit = await run(top, "fix", 1)
-    fix = _side(fix_record, "working tree", pytest, fix_junit, [cwd, ws.root], ws)
+    fix = _side(fix_record, "working tree", mode, fix_junit, [cwd, ws.root], ws)
     if pytest and base.source != fix.source:
         # Compare like with like: ids from summary lines when one run has no junit report.
-        base = _side(base_record, base.tree, pytest, None, [], ws)
-        fix = _side(fix_record, fix.tree, pytest, None, [], ws)
+        base = _side(base_record, base.tree, mode, None, [], ws)
+        fix = _side(fix_record, fix.tree, mode, None, [], ws)
     await ctx.progress(2, 2, "comparing")
-    result = _judge(base, fix, pytest, base_sha, notes)
+    result = _judge(base, fix, mode, base_sha, notes)
     if inp.session_id:
         md = f"check_collateral `{shlex.join(argv)}` against {inp.base} ({base_sha[:10]}): **{result.verdict}** — " \
              f"{result.reason}"
@@ -179,6 +187,17 @@ def _head(root: Path) -> str | None:
         return gitrepo.resolve_ref(root, "HEAD")
     except UsageError:
         return None
+
+
+def _is_unittest(argv: list[str]) -> bool:
+    words = " ".join(argv).split()
+    return any(w == "-m" and n in {"unittest", "unittest.__main__"} for w, n in pairwise(words))
+
+
+def _unittest_id(match: re.Match[str]) -> str:
+    """`FAIL: test_x (pkg.mod.Case.test_x)` (3.11+) or `(pkg.mod.Case)` (older) -> `pkg.mod.Case.test_x`."""
+    name, where = match.group(1), match.group(2)
+    return where if where.endswith("." + name) else f"{where}.{name}"
 
 
 def _has_changes(root: Path) -> bool:
@@ -211,12 +230,18 @@ def _existing(value: str | None) -> list[str]:
 # ---------------------------------------------------------------- reading a run
 
 
-def _side(record: RunRecord, tree: str, pytest: bool, junit: Path | None, dirs: list[Path], ws: Workspace) -> SideRun:
+def _side(record: RunRecord, tree: str, mode: Mode, junit: Path | None, dirs: list[Path], ws: Workspace) -> SideRun:
     side = SideRun(tree=tree, run_id=record.run_id, outcome=record.outcome, exit_code=record.exit_code,
                    duration_s=record.duration_s, log_path=record.log_path)
     if record.outcome != "pass":
         side.signature = diagnose_run(record, ws.root).signature
-    if not pytest:
+    if mode == "command":
+        return side
+    if mode == "unittest":
+        output = read_output(record, ws)
+        side.failing, side.source = sorted({_unittest_id(m) for m in _UNITTEST_LINE.finditer(output)}), "unittest"
+        ran = _UNITTEST_RAN.findall(output)
+        side.tests = int(ran[-1]) if ran else None
         return side
     if junit is not None and junit.is_file():
         parsed = parse_junit(junit, dirs)
@@ -292,28 +317,30 @@ def _python_files(root: Path) -> list[str]:
 # ---------------------------------------------------------------- verdict
 
 
-def _ran(side: SideRun, pytest: bool) -> bool:
-    """The run produced a usable result: finished, and for pytest reached the tests."""
+def _ran(side: SideRun, mode: Mode) -> bool:
+    """The run produced a usable result: finished, and for a test runner reached the tests."""
     if side.outcome in {"hang", "crash"}:
         return False
-    return not (pytest and side.exit_code in _PYTEST_USAGE_CODES and not side.failing)
+    if mode == "unittest":
+        return side.tests is not None or bool(side.failing)
+    return not (mode == "pytest" and side.exit_code in _PYTEST_USAGE_CODES and not side.failing)
 
 
-def _judge(base: SideRun, fix: SideRun, pytest: bool, base_sha: str, notes: list[str]) -> CheckCollateralResult:
+def _judge(base: SideRun, fix: SideRun, mode: Mode, base_sha: str, notes: list[str]) -> CheckCollateralResult:
     def result(verdict: Verdict, reason: str, new: list[str], fixed: list[str], still: list[str]):
         return CheckCollateralResult(verdict=verdict, reason=reason, new_failures=new, fixed=fixed,
                                      still_failing=still, base_run=base, fix_run=fix, base_sha=base_sha,
-                                     pytest=pytest, notes=notes)
+                                     pytest=mode == "pytest", mode=mode, notes=notes)
 
-    if pytest:
+    if mode != "command":
         b, f = set(base.failing), set(fix.failing)
         new, fixed, still = sorted(f - b), sorted(b - f), sorted(b & f)
-        if new and _ran(base, pytest):
+        if new and _ran(base, mode):
             return result("collateral", f"{len(new)} test(s) fail with the fix and passed on base", new, fixed, still)
-        if not _ran(fix, pytest):
+        if not _ran(fix, mode):
             return result("inconclusive", f"the run with the fix did not complete ({_what(fix)}): no verdict",
                           new, fixed, still)
-        if not _ran(base, pytest):
+        if not _ran(base, mode):
             if fix.outcome == "pass":
                 return result("clean", f"every test passes with the fix (the base run {_what(base)})",
                               [], [], [])
@@ -326,7 +353,7 @@ def _judge(base: SideRun, fix: SideRun, pytest: bool, base_sha: str, notes: list
         if still:
             why += f"; {len(still)} test(s) fail on both (not caused by the fix)"
         return result("clean", why, [], fixed, still)
-    if not _ran(base, False) or not _ran(fix, False):
+    if not _ran(base, mode) or not _ran(fix, mode):
         return result("inconclusive", f"base {_what(base)}, fix {_what(fix)}: a hang or crash gives no verdict",
                       [], [], [])
     if base.outcome == "pass" and fix.outcome == "pass":
