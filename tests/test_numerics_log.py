@@ -149,10 +149,10 @@ async def test_bad_input(repo: Path) -> None:
 
 async def test_streaming_a_large_log(repo: Path) -> None:
     with open(repo / "big.log", "w") as fh:
-        for i in range(1, 200_001):
+        for i in range(1, 100_001):
             fh.write(f"[rank0]: step={i} loss={2 + 1 / i:.6f} grad_norm=1.0 lr=1e-4 note=padding-padding\n")
     result = await run(repo, path="big.log")
-    assert result.steps == 200_000 and result.series["loss"].last == pytest.approx(2.000005)
+    assert result.steps == 100_000 and result.series["loss"].last == pytest.approx(2.00001)
 
 
 async def test_session_evidence_and_mcp(logs: Path) -> None:

@@ -269,17 +269,18 @@ def likely_renames(missing: list[str], unexpected: list[str], ref: Side, side: S
     for name in unexpected:
         r = side.records[name]
         by_kind.setdefault((r["dtype"], tuple(r["shape"])), []).append(name)
+    missing_per_kind = Counter((ref.records[m]["dtype"], tuple(ref.records[m]["shape"])) for m in missing)
     candidates: list[tuple[float, Rename]] = []
     for old in missing:
         a = ref.records[old]
-        pool = by_kind.get((a["dtype"], tuple(a["shape"])), [])
+        kind = (a["dtype"], tuple(a["shape"]))
+        pool = by_kind.get(kind, [])
+        # The only missing and the only unexpected tensor of a shape and dtype pair up whatever their names.
+        only_pair = len(pool) == 1 and missing_per_kind[kind] == 1
         for new in pool:
             b = side.records[new]
             similarity = fuzz.ratio(old, new) / 100
             same = a["hash"] == b["hash"] if a.get("hash") and b.get("hash") else None
-            only_pair = len(pool) == 1 and sum(
-                1 for m in missing if (ref.records[m]["dtype"], tuple(ref.records[m]["shape"]))
-                == (a["dtype"], tuple(a["shape"]))) == 1
             if similarity < RENAME_MIN_SIMILARITY and not same and not only_pair:
                 continue
             rename = Rename(from_=old, to=new, shape=a["shape"], dtype=a["dtype"],

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,6 +108,12 @@ class SpikeFound:
     median: float
 
 
+def _median(values: deque[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def find_spikes(points: list[tuple[int, float]], metric: str) -> list[SpikeFound]:
     window: deque[float] = deque(maxlen=SPIKE_WINDOW)
     found = []
@@ -116,7 +121,7 @@ def find_spikes(points: list[tuple[int, float]], metric: str) -> list[SpikeFound
         if not math.isfinite(value):
             continue
         if len(window) >= SPIKE_MIN_HISTORY:
-            median = statistics.median(window)
+            median = _median(window)
             if median > 0 and value > SPIKE_FACTOR * median:
                 found.append(SpikeFound(step, metric, value, value / median, median))
         window.append(value)
