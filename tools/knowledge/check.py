@@ -122,7 +122,9 @@ def _search(folder: Path, root: Path, query: str, top_k: int, category: str | No
             paths: list[str] | None) -> tuple[Index, list, list[GuardViolation], list[str], int]:
     index = load_index(folder, root)
     hits = index.search(query, top_k, category) if query.strip() else []
-    guards = collect_guards(index.files)
+    guards = index.derived.get("guards")
+    if guards is None:
+        guards = index.derived["guards"] = collect_guards(index.files)
     changed = paths if paths is not None else working_tree_changes(root)
     knowledge_rel = {f for f in index.files}
     changed = [p for p in changed if p not in knowledge_rel and not p.startswith(".rootcause/")]

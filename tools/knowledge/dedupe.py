@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from tools.knowledge.entries import Entry
 from tools.knowledge.vocabulary import concepts, words
@@ -23,6 +24,7 @@ class Duplicate:
     body_score: float
 
 
+@lru_cache(maxsize=16_384)
 def normalize(text: str) -> str:
     """Sorted unique stems plus concept names: word order, inflection and markup stop mattering."""
     plain = re.sub(r"[`*_#>\[\]()]", " ", text)

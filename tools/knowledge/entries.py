@@ -13,6 +13,7 @@ Three entry formats are recognised, per file:
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -80,7 +81,8 @@ class ParsedFile:
 def _md():
     from markdown_it import MarkdownIt
 
-    return MarkdownIt("commonmark").enable("table")
+    # Block structure only: inline tokens keep their raw `content`, which is all the parser reads.
+    return MarkdownIt("commonmark").enable("table").disable("inline")
 
 
 def parse_tokens(text: str) -> list:
@@ -155,19 +157,15 @@ def parse_markdown(text: str, file: str) -> ParsedFile:
         heading = Heading(level, title, b.start + 1, (*(h.title for h in stack), title))
         stack.append(heading)
         headings.append(heading)
+    heading_lines = [h.line - 1 for h in headings]
     for i, h in enumerate(headings):
         nxt_any = headings[i + 1].line - 1 if i + 1 < len(headings) else len(lines)
         h.direct_end = nxt_any
         h.end_line = next((g.line - 1 for g in headings[i + 1:] if g.level <= h.level), len(lines))
 
     def section_at(line0: int) -> tuple[str, ...]:
-        current: tuple[str, ...] = ()
-        for h in headings:
-            if h.line - 1 <= line0:
-                current = h.path
-            else:
-                break
-        return current
+        i = bisect_right(heading_lines, line0)
+        return headings[i - 1].path if i else ()
 
     layout = Layout(kind="heading")
     numbered: list[tuple[int, int, int, str, str, int]] = []  # start, end, number, title, rest, block pos
@@ -188,16 +186,19 @@ def parse_markdown(text: str, file: str) -> ParsedFile:
 
     def boundary(after: int) -> int:
         """First heading line (0-based) at or after `after`, else end of file."""
-        return next((h.line - 1 for h in headings if h.line - 1 >= after), len(lines))
+        i = bisect_left(heading_lines, after)
+        return heading_lines[i] if i < len(heading_lines) else len(lines)
 
     if numbered:
         layout.kind = "numbered"
         starts = sorted(s for s, *_ in numbered)
         for start, end, number, title, _rest, pos in numbered:
             claimed.add(pos)
-            stop = min([s for s in starts if s > start] + [boundary(start + 1)])
+            following = bisect_right(starts, start)
+            stop = min(starts[following] if following < len(starts) else len(lines), boundary(start + 1))
             # Extend over following level-0 blocks that are indented (sub-bullets that lost their parent).
-            for later, b in enumerate(blocks[pos + 1:], start=pos + 1):
+            for later in range(pos + 1, len(blocks)):
+                b = blocks[later]
                 if b.start < end:
                     continue
                 if b.start >= stop or not lines[b.start][:1].isspace():

@@ -40,6 +40,8 @@ class Index:
     postings: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     lengths: list[int] = field(default_factory=list)
     avg_len: float = 1.0
+    derived: dict[str, object] = field(default_factory=dict)
+    """Per-index memo for things computed from the entries (e.g. guards); dropped with the index."""
 
     @classmethod
     def build(cls, files: dict[str, ParsedFile], notes: list[str]) -> Index:

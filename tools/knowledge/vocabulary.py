@@ -21,38 +21,38 @@ _STOP = frozenset(
     using must should may might get gets got after before""".split()
 )
 
-CONCEPTS: dict[str, str] = {
-    "nonfinite": r"\bnans?\b|non ?finite|\binf\b|\binfinity\b|isfinite|isnan",
-    "hang": r"\bhang(s|ing)?\b|\bhung\b|deadlock\w*|\bstuck\b|timed? ?out|timeouts?|watchdog|\bfreez\w*|"
-            r"no progress|heartbeat",
-    "oom": r"\boom\b|out ?of ?memory|outofmemory|memory exhaust\w*|cudamalloc|fragmentation",
-    "checkpoint": r"checkpoint\w*|state ?dicts?|\bdcp\b|\bresum\w*|missing keys?|unexpected keys?|safetensors|"
-                  r"\bckpt\b|save ?/ ?load",
-    "gradnorm": r"grad(ient)? ?norms?|\bclip\w*",
-    "gradaccum": r"grad(ient)? ?accum\w*|accumulat\w*|micro ?batch\w*",
-    "seqparallel": r"sequence ?parallel\w*|\bsp\b|ulysses|all ?to ?all|context ?parallel|\bcp\b",
-    "fsdp": r"\bfsdp2?\b|fully ?shard\w*|\bshard\w*|dtensors?|\bhsdp\b|device ?mesh",
-    "moe": r"\bmoe\b|\bexperts?\b|\bep\b|routing|\brouter\b|token dispatch",
-    "collator": r"collat\w*|\bpacking\b|\bpacked\b|dynamic ?batch\w*|data ?pipeline",
-    "generated": r"generat\w*|patchgen|codegen|overwritten",
-    "multimodal": r"multi ?modal\w*|\bvlm\b|\bimages?\b|\bvideos?\b|\baudio\b|\bvision\b|\bomni\b",
-    "dtype": r"\bdtypes?\b|\bbf16\b|bfloat16|\bfp16\b|float16|float32|\bfp32\b|precision|\bcast(s|ing)?\b",
-    "device": r"\bnpu\b|ascend|torch ?\. ?cuda|device ?agnostic|device type",
-    "importing": r"\bimport(s|ed|ing)?\b|importerror|modulenotfound\w*|no module named|cannot import",
-    "registry": r"regist\w*|model ?type|lookup key",
-    "version": r"\bversions?\b|upgrad\w*|\bpinn?(ed|s)?\b|\bbump\w*|downgrad\w*",
-    "loss": r"\bloss\w*|ignore ?index|\blabels?\b|cross ?entropy",
-    "position": r"position ?ids?|cu ?seq ?lens?|varlen|segment boundar\w*",
-    "attention": r"attention|\battn\b|flash ?attn",
-    "collective": r"\branks?\b|all ?reduce|all ?gather|reduce ?scatter|collectives?|\bnccl\b|\bgloo\b|\bbarrier\b|"
-                  r"world ?size|process ?groups?|torchrun",
-    "environment": r"\buv\b|uv ?sync|uv\.lock|\bvenv\b|overlay|\blockfile\b|lock ?file",
-    "quality": r"\bruff\b|\blint\w*|pre ?commit",
-    "trainer": r"trainers?\b|callbacks?\b|lifecycle|forward ?backward",
-    "wrongvalue": r"\bwrong\b|incorrect|silent\w*|mismatch\w*|diverg\w*|differ(s|ent|ence)?\b",
-    "sync": r"host ?device sync|implicit sync|\bsynchroni[sz]\w*",
+# Terms are matched on stemmed words (see `stem`); "a b" is a phrase, a trailing * a prefix of the stem.
+CONCEPTS: dict[str, tuple[str, ...]] = {
+    "nonfinite": ("nan", "nonfinite", "non finite", "inf", "infinity", "isfinite", "isnan"),
+    "hang": ("hang", "hung", "deadlock*", "stuck", "timeout", "time out", "timed out", "watchdog", "freez*",
+             "froze", "no progress", "heartbeat"),
+    "oom": ("oom", "out of memory", "outofmemory*", "cudamalloc", "fragmentation", "memory exhaust*"),
+    "checkpoint": ("checkpoint*", "state dict", "statedict", "dcp", "resum*", "missing key", "unexpected key",
+                   "safetensor*", "ckpt", "save load"),
+    "gradnorm": ("grad norm", "gradient norm", "gradnorm", "clip*"),
+    "gradaccum": ("grad accum*", "gradient accum*", "accumulat*", "micro batch*", "microbatch*"),
+    "seqparallel": ("sequence parallel*", "sp", "ulysses", "all to all", "alltoall", "context parallel*", "cp"),
+    "fsdp": ("fsdp", "fsdp2", "fully shard*", "shard*", "dtensor*", "hsdp", "device mesh"),
+    "moe": ("moe", "expert", "ep", "routing", "router", "token dispatch"),
+    "collator": ("collat*", "packing", "dynamic batch*", "data pipeline"),
+    "generated": ("generat*", "patchgen", "codegen", "overwritten"),
+    "multimodal": ("multimodal*", "multi modal*", "vlm", "image", "video", "audio", "vision", "omni"),
+    "dtype": ("dtype", "bf16", "bfloat16", "fp16", "float16", "float32", "fp32", "precision", "cast"),
+    "device": ("npu", "ascend", "torch cuda", "device agnostic", "device type"),
+    "importing": ("import", "importerror", "modulenotfound*", "no module named", "cannot import"),
+    "registry": ("regist*", "model type", "lookup key"),
+    "version": ("version", "upgrad*", "pin", "pinned", "bump*", "downgrad*"),
+    "loss": ("loss*", "ignore index", "label", "cross entropy", "crossentropy"),
+    "position": ("position id", "cu seq len*", "varlen", "segment boundar*"),
+    "attention": ("attention", "attn", "flash attn"),
+    "collective": ("rank", "all reduce", "allreduce", "all gather", "allgather", "reduce scatter", "collective",
+                   "nccl", "gloo", "barrier", "world size", "process group", "torchrun"),
+    "environment": ("uv", "uv sync", "uv lock", "venv", "overlay", "lockfile", "lock file"),
+    "quality": ("ruff", "lint*", "pre commit", "precommit"),
+    "trainer": ("trainer", "callback", "lifecycle", "forward backward"),
+    "wrongvalue": ("wrong", "incorrect", "silent*", "mismatch*", "diverg*", "differ", "different", "difference"),
+    "sync": ("host device sync", "implicit sync", "synchroni*"),
 }
-_CONCEPT_RES = {name: re.compile(pattern) for name, pattern in CONCEPTS.items()}
 CONCEPT_PREFIX = "~"
 
 # The diagnosis category of a session pulls entries about the same kind of failure up.
@@ -106,25 +106,62 @@ def words(text: str) -> list[str]:
     return out
 
 
-def _normal(text: str) -> str:
-    return re.sub(r"[_\-]+", " ", text.lower())
+_PLAIN = re.compile(r"[a-z0-9]+")
+
+
+def _compile() -> tuple[dict[str, list[tuple[tuple[str, ...], bool, str]]], list[tuple[str, str]]]:
+    """Phrases keyed by their first stem (exact first words), and single-word prefixes."""
+    phrases: dict[str, list[tuple[tuple[str, ...], bool, str]]] = {}
+    prefixes: list[tuple[str, str]] = []
+    for name, terms in CONCEPTS.items():
+        for term in terms:
+            parts = term.split()
+            is_prefix = parts[-1].endswith("*")
+            stems = tuple(stem(p) for p in parts[:-1]) + ((parts[-1][:-1],) if is_prefix else (stem(parts[-1]),))
+            if len(stems) == 1 and is_prefix:
+                prefixes.append((stems[0], name))
+            else:
+                phrases.setdefault(stems[0], []).append((stems, is_prefix, name))
+    return phrases, prefixes
+
+
+_PHRASES, _PREFIXES = _compile()
+
+
+@lru_cache(maxsize=65_536)
+def _prefix_concepts(word_stem: str) -> tuple[str, ...]:
+    return tuple(name for prefix, name in _PREFIXES if word_stem.startswith(prefix))
+
+
+def _scan(text: str) -> dict[str, str]:
+    """Concept -> the first phrase of text that names it (stemmed-word matching, one pass)."""
+    raw = _PLAIN.findall(text.lower())
+    stems = [stem(w) for w in raw]
+    found: dict[str, str] = {}
+    for i, s in enumerate(stems):
+        for name in _prefix_concepts(s):
+            found.setdefault(name, raw[i])
+        for parts, is_prefix, name in _PHRASES.get(s, ()):
+            if name in found:
+                continue
+            n = len(parts)
+            window = stems[i:i + n]
+            if len(window) < n or window[:-1] != list(parts[:-1]):
+                continue
+            last = window[-1]
+            if last == parts[-1] or (is_prefix and last.startswith(parts[-1])):
+                found[name] = " ".join(raw[i:i + n])
+    return found
 
 
 def concepts(text: str) -> list[str]:
-    """The concept names whose phrases occur in text."""
-    normal = _normal(text)
-    return [name for name, rx in _CONCEPT_RES.items() if rx.search(normal)]
+    """The concept names whose terms occur in text."""
+    return list(_scan(text))
 
 
 def concept_hits(text: str) -> dict[str, str]:
-    """Concept name -> the phrase that triggered it (for `why`)."""
-    normal = _normal(text)
-    hits: dict[str, str] = {}
-    for name, rx in _CONCEPT_RES.items():
-        m = rx.search(normal)
-        if m:
-            hits[name] = m.group(0).strip()
-    return hits
+    """Concept name -> the words of text that triggered it (for `why`)."""
+    return _scan(text)
 
 
 def tokens(text: str) -> list[str]:
