@@ -35,6 +35,8 @@ SYMPTOM = ("Wrong loss when a batch contains padding: python -m unittest discove
            "AssertionError: 1.2 != 2.0 within 7 places (0.8 difference) : padding changed the loss")
 REQUIRED_TOOLS = ("start_session", "reproduce", "check_constraints", "bisect_commits", "verify_hypothesis",
                   "record_fix_attempt", "check_collateral", "capture_knowledge", "close_session")
+# What the agent asks the knowledge files after reading the diagnosis: the concepts, not the command line.
+CONSTRAINT_QUERY = "padding mask changes the loss average"
 RENAMES = {"_agents": ".agents", "_gitignore": ".gitignore"}
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "rootcause demo", "GIT_AUTHOR_EMAIL": "demo@rootcause.invalid",
                 "GIT_COMMITTER_NAME": "rootcause demo", "GIT_COMMITTER_EMAIL": "demo@rootcause.invalid"}
@@ -214,7 +216,7 @@ class Demo:
         status = (rep.data or {}).get("status")
         self.check("failure reproduced", status == "reproduced", f"status {status}")
 
-        await self.call("check_constraints", {"symptom": SYMPTOM, "session_id": sid},
+        await self.call("check_constraints", {"symptom": CONSTRAINT_QUERY, "session_id": sid},
                         "Phase 1: is this a known pitfall of the project?")
 
         bisect = await self.call("bisect_commits", {"good": "HEAD~1", "bad": "HEAD", "command": TEST_COMMAND,
@@ -251,7 +253,8 @@ class Demo:
         knowledge = await self.call("capture_knowledge", {**KNOWLEDGE, "session_id": sid},
                                     "Phase 5: keep the lesson for the next person")
         written = (knowledge.data or {}).get("written")
-        self.check("constraint written", bool(written), str(written))
+        where = f"{written.get('file')}:{written.get('line')}" if isinstance(written, dict) else str(written)
+        self.check("constraint written", bool(written), where)
         reworded = {**KNOWLEDGE, "title": "Averages over tokens divide by the count of real tokens", "session_id": sid}
         again = await self.call("capture_knowledge", reworded, "Phase 5: the same lesson reworded is not written twice")
         duplicate = (again.data or {}).get("duplicate_of")
