@@ -27,9 +27,10 @@ def head_sha(root: Path) -> str | None:
     repo = repo_for(root)
     if repo is None:
         return None
+    # Plain git commands only: gitpython's object database would keep a `git cat-file` child alive.
     try:
-        return repo.head.commit.hexsha
-    except ValueError:  # no commits yet
+        return repo.git.rev_parse("--verify", "--quiet", "HEAD^{commit}") or None
+    except git.GitCommandError:  # no commits yet
         return None
 
 
@@ -62,10 +63,14 @@ def changed_files(root: Path) -> list[str]:
     repo = repo_for(root)
     if repo is None:
         return []
-    names: set[str] = set(repo.untracked_files)
-    if head_sha(root):
-        names.update(d.a_path or d.b_path for d in repo.index.diff("HEAD"))
-    names.update(d.a_path or d.b_path for d in repo.index.diff(None))
+    names: set[str] = set()
+    records = iter(repo.git.status("--porcelain=v1", "-z", "--untracked-files=all").split("\0"))
+    for record in records:
+        if len(record) < 4:
+            continue
+        names.add(record[3:])
+        if record[0] in "RC":  # a rename or copy: the next record is its source path
+            names.add(next(records, ""))
     return sorted(n for n in names if n)
 
 
