@@ -36,9 +36,10 @@ def capture(root: Path, **kwargs) -> object:
 
 def only_inserted(old: str, new: str) -> list[str]:
     """The inserted blocks; fails if anything of old was changed or removed."""
-    ops = difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
     assert all(tag in ("equal", "insert") for tag, *_ in ops), [op for op in ops if op[0] != "equal"]
-    return [new[j1:j2] for tag, _i1, _i2, j1, j2 in ops if tag == "insert"]
+    return ["".join(b[j1:j2]) for tag, _i1, _i2, j1, j2 in ops if tag == "insert"]
 
 
 def single_insertion(old: str, new: str, block: str) -> int:

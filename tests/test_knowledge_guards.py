@@ -144,3 +144,8 @@ async def test_knowledge_dir_outside_root_and_env(codegen_repo: Path, monkeypatc
     monkeypatch.setenv("ROOTCAUSE_KNOWLEDGE_DIR", "notes")
     result = await check(codegen_repo, symptom="okapis in the sun")
     assert result.knowledge_dir == "notes" and result.matches[0].title == "Okapi rule"
+
+
+async def test_explicit_missing_knowledge_dir_is_refused(codegen_repo: Path) -> None:
+    with pytest.raises(UsageError, match="knowledge folder 'nope' does not exist"):
+        await check(codegen_repo, symptom="x", knowledge_dir="nope")

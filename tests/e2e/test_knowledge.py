@@ -128,7 +128,8 @@ async def test_twenty_concurrent_captures_from_four_stdio_clients(repo: Path) ->
             tg.start_soon(client_worker, entries[k * 5:(k + 1) * 5])
     assert len(results) == 20 and all(r["written"] for r in results), [r for r in results if not r["written"]]
     after = (folder / "constraints.md").read_text(encoding="utf-8")
-    ops = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    ops = difflib.SequenceMatcher(None, before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                  autojunk=False).get_opcodes()
     assert all(tag in ("equal", "insert") for tag, *_ in ops)
     parsed = [e for e in parse_markdown(after, "c").entries if e.kind == "numbered"]
     assert sorted(e.number for e in parsed) == list(range(1, 48))

@@ -15,6 +15,8 @@ import os
 import re
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -231,11 +233,22 @@ def _at(text: str, after_line: int, offsets: list[int], block: str, number: int 
     return Insertion(prefix + block + suffix, offset, number, section, new_section)
 
 
-def lock_for(workspace: Workspace, path: Path):
-    from filelock import FileLock
+@contextmanager
+def locked(workspace: Workspace, path: Path) -> Iterator[None]:
+    """The writers' lock of one knowledge file (kept under .rootcause/, never beside the user's file)."""
+    from filelock import FileLock, Timeout
 
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:16]
-    return FileLock(str(workspace.state_dir("locks") / f"knowledge-{digest}.lock"), timeout=LOCK_TIMEOUT_S)
+    lock = FileLock(str(workspace.state_dir("locks") / f"knowledge-{digest}.lock"), timeout=LOCK_TIMEOUT_S)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise UsageError(f"another writer has held the lock of {workspace.relative(path)} for {LOCK_TIMEOUT_S:.0f}s; "
+                         "nothing was written.", "retry the call") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def atomic_write(path: Path, data: str) -> None:

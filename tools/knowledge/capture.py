@@ -154,7 +154,7 @@ def _write_entry(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path,
     bullets = appender.body_bullets(inp.body, inp.kind)
     target = folder / TARGETS[inp.kind]
     rel = workspace.relative(target)
-    with appender.lock_for(workspace, target):
+    with appender.locked(workspace, target):
         created = not target.exists()
         text = HEADERS[target.name] if created else read_strict(target, workspace)
         parsed = parse_markdown(text, rel)
@@ -191,7 +191,7 @@ def _write_docs(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path) 
         raise UsageError(f"docs file {inp.file!r} must be a Markdown file under docs/.",
                          f"e.g. file='{DEFAULT_DOCS}'")
     rel = workspace.relative(target)
-    with appender.lock_for(workspace, target):
+    with appender.locked(workspace, target):
         created = not target.exists()
         text = DOCS_HEADER if created else read_strict(target, workspace)
         parsed = parse_markdown(text, rel)

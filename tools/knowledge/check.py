@@ -149,6 +149,9 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
 
         category = classify_text(symptom)[0]
     folder = knowledge_dir(ctx.workspace, inp.knowledge_dir)
+    if inp.knowledge_dir and not folder.is_dir():
+        raise UsageError(f"knowledge folder {inp.knowledge_dir!r} does not exist under the root.",
+                         "omit knowledge_dir for the default .agents/knowledge, or name an existing folder")
     paths = None
     if inp.paths is not None:
         paths = [ctx.workspace.relative(ctx.workspace.resolve(p, what="path")) for p in inp.paths]
