@@ -41,8 +41,7 @@ class ReproduceInput(BaseModel):
     successful call. Phase 1 of the protocol."""
 
     command: Command
-    runs: int = Field(2, description=f"How many times to run the command, 1..{MAX_RUNS}.",
-                      json_schema_extra={"minimum": 1, "maximum": MAX_RUNS})
+    runs: int = Field(2, description=f"How many times to run the command, 1..{MAX_RUNS}.")
     timeout_s: TimeoutS = 900.0
     idle_timeout_s: IdleTimeoutS = None
     cwd: Cwd = "."

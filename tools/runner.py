@@ -357,6 +357,33 @@ def _kill_active() -> None:
 
 
 atexit.register(_kill_active)
+_TERM_HANDLER_INSTALLED = False
+
+
+def _install_term_handler() -> None:
+    """On SIGTERM/SIGHUP (a client stopping the server), kill the runs in flight, then die as before.
+
+    Python's default SIGTERM action skips atexit, and a run's own session would outlive us.
+    """
+    global _TERM_HANDLER_INSTALLED
+    if _TERM_HANDLER_INSTALLED:
+        return
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _TERM_HANDLER_INSTALLED = True
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous = signal.getsignal(signum)
+        if previous not in (signal.SIG_DFL, None):
+            continue  # someone (uvicorn, pytest) handles it already
+
+        def handler(received: int, _frame: object) -> None:
+            _kill_active()
+            signal.signal(received, signal.SIG_DFL)
+            os.kill(os.getpid(), received)
+
+        signal.signal(signum, handler)
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -391,6 +418,7 @@ async def run_process(
     if spec.idle_timeout_s is not None and spec.idle_timeout_s <= 0:
         raise UsageError(f"idle_timeout_s must be > 0, got {spec.idle_timeout_s}.", "omit it or give seconds")
     run_id = run_id or new_run_id()
+    _install_term_handler()
     env = {**os.environ, **spec.env, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", RUN_MARKER: run_id}
     program = _resolve_program(spec.argv, env, spec.cwd)
     folder = workspace.state_dir("runs", run_id)

@@ -37,6 +37,10 @@ _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
 _SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 _BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?::\s+(?P<msg>.+))?$")
+_ENTRY_SCRIPT = re.compile(r"^\s*(?:\S*/)?([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
+                           r"of binary: .*?([\w.\-]+)\.py", re.MULTILINE)
+_NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|^[\d.e+-]+$|^\w?-\d+$|"
+                            r"^(local_rank|return|exitcode|signal|input|invalid|encountered|Detected|Rank)$")
 MAX_FRAMES = 40
 MAX_RANKS = 64
 
@@ -195,8 +199,15 @@ def _error_signature(error: FoundError, root: Path) -> str:
 
 
 def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary]) -> list[str]:
-    text = error.headline() if error else category
-    words = extract_keywords(sig.first_sentence(text) or text)
+    if error is None:
+        text = category.replace("_", " ")
+    elif error.source == "template":
+        # A template's name is ours, not a term anyone searches for: use its identity and message.
+        text = f"{(error.template or '').replace('-', ' ')} {sig.first_sentence(error.message)}"
+    else:
+        text = sig.first_sentence(error.headline()) or error.headline()
+    words = [w for w in extract_keywords(text, limit=6) if not _NOISE_KEYWORD.search(w)]
+    words = [w for w in words if not ("." in w and w.rsplit(".", 1)[-1] in words)][:3]
     extra = [s.collective for s in stacks if s.collective] + ([category.replace("_", " ")] if len(words) < 2 else [])
     for word in extra:
         if word and word not in words and len(words) < 3:
@@ -225,6 +236,11 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         if error is not None and category != "hang":
             error = None  # a hang with an unrelated earlier error: the stacks are the evidence
         category = "hang"
+    if error is not None and error.template and error.template.startswith("signal") and not error.frames:
+        # A bare signal says little: which program received it tells two such failures apart.
+        entry = _ENTRY_SCRIPT.search(text)
+        if entry:
+            error.template += f" in {next(g for g in entry.groups() if g)}"
     frames = (error.frames if error else [])[-MAX_FRAMES:]
     if category == "hang":
         signature = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)

@@ -85,7 +85,9 @@ def signature_frames(frames: list[Frame], root: Path, count: int = 2) -> list[st
                 break
             continue
         started = True
-        name = f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{frame.function or '?'}"
+        # Qualified names (py-spy, IPython: `Class.method`, `f.<locals>.g`) reduce to the plain function name.
+        function = (frame.function or "?").rsplit(".", 1)[-1]
+        name = f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{function}"
         if name not in names:
             names.append(name)
         if len(names) == count:

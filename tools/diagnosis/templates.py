@@ -47,15 +47,15 @@ TEMPLATES: tuple[Template, ...] = (
     _t("OOMKiller", r"^\s*Killed\s*$|Out of memory: Kill(ed)? process|oom-kill|invoked oom-killer", "host_oom",
        lambda m: "oom-killer"),
     _t("SignalSIGKILL", r"Signal 9 \(SIGKILL\) received by PID|died with <Signals\.SIGKILL: 9>|"
-       r"exit(?:ed with)? code[: ]\s*137\b|exitcode\s*:\s*-9\b|failed \(exitcode: -9\)", "host_oom",
-       lambda m: "signal SIGKILL"),
+       r"exit(?:ed with)? code[: ]\s*137\b|(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-9\b",
+       "host_oom", lambda m: "signal SIGKILL"),
     _t("FatalPythonError", r"^Fatal Python error: (\w[\w ]*)", "crash", lambda m: f"fatal-python-error {m.group(1)}"),
-    _t("SegmentationFault", r"Segmentation fault|SIGSEGV|Signal 11 \(SIGSEGV\)|exitcode\s*:\s*-11\b|"
-       r"failed \(exitcode: -11\)", "crash", lambda m: "signal SIGSEGV"),
-    _t("Aborted", r"^Aborted( \(core dumped\))?\s*$|Signal 6 \(SIGABRT\)|exitcode\s*:\s*-6\b|"
-       r"failed \(exitcode: -6\)", "crash", lambda m: "signal SIGABRT"),
-    _t("BusError", r"^Bus error( \(core dumped\))?\s*$|SIGBUS|Signal 7 \(SIGBUS\)|exitcode\s*:\s*-7\b", "crash",
-       lambda m: "signal SIGBUS"),
+    _t("SegmentationFault", r"Segmentation fault|SIGSEGV|Signal 11 \(SIGSEGV\)|"
+       r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-11\b", "crash", lambda m: "signal SIGSEGV"),
+    _t("Aborted", r"^Aborted( \(core dumped\))?\s*$|Signal 6 \(SIGABRT\)|"
+       r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-6\b", "crash", lambda m: "signal SIGABRT"),
+    _t("BusError", r"^Bus error( \(core dumped\))?\s*$|SIGBUS|Signal 7 \(SIGBUS\)|"
+       r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-7\b", "crash", lambda m: "signal SIGBUS"),
     _t("IllegalInstruction", r"^Illegal instruction( \(core dumped\))?\s*$|SIGILL\b", "crash",
        lambda m: "signal SIGILL"),
     _t("CppTerminate", r"terminate called after throwing an instance of '([^']+)'", None,

@@ -19,6 +19,13 @@ _PREFIXES: tuple[re.Pattern[str], ...] = (
     re.compile(r"^\[(\d+),\d+\]<std(?:out|err)>:\s?"),
 )
 _SRUN = re.compile(r"^\s{0,3}(\d{1,4}): ")
+# Prefixes a log viewer or collector puts on every line (line numbers, timestamps): stripped when most lines
+# carry one, so that the traceback and rank prefixes behind them parse.
+_LINE_DECOR = (
+    re.compile(r"^\[\d+\] "),
+    re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),
+    re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s"),
+)
 
 
 @dataclass(frozen=True)
@@ -34,8 +41,12 @@ def clean(text: str) -> str:
 
 def split_lines(text: str) -> list[Line]:
     raw = clean(text).split("\n")
-    # srun --label's bare "N: " prefix is only trusted when most lines carry it.
     nonblank = [r for r in raw if r.strip()]
+    for decor in _LINE_DECOR:
+        if nonblank and sum(1 for r in nonblank if decor.match(r)) > 0.6 * len(nonblank):
+            raw = [decor.sub("", r, count=1) for r in raw]
+            nonblank = [r for r in raw if r.strip()]
+    # srun --label's bare "N: " prefix is only trusted when most lines carry it.
     srun = bool(nonblank) and sum(1 for r in nonblank if _SRUN.match(r)) > 0.6 * len(nonblank)
     lines: list[Line] = []
     for index, line in enumerate(raw):

@@ -16,12 +16,23 @@ from tools.diagnosis.errors import FoundError
 from tools.diagnosis.models import Frame
 from tools.diagnosis.text import Line
 
-TB_START = re.compile(r"Traceback \(most recent call last\):")
+TB_START = re.compile(r"Traceback \(most recent call last\)")
+_TB_STANDARD = re.compile(r"Traceback \(most recent call last\):")
 SEPARATOR = re.compile(
     r"^\s*(During handling of the above exception, another exception occurred:|"
     r"The above exception was the direct cause of the following exception:)\s*$"
 )
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
+# rich (accelerate, typer) and IPython tracebacks: no "File" lines, frames in their own formats.
+_LOOSE_FRAMES = (
+    re.compile(r"^│\s*(?P<file>\S+\.py):(?P<line>\d+) in (?P<func>\S+)\s*│?\s*$"),
+    re.compile(r"^\s*File (?P<file>[^\s,]+\.py):(?P<line>\d+), in (?P<func>[\w.<>]+)"),
+    re.compile(r"^(?P<file>\S+\.py) in (?P<func>[\w.<>]+)\("),
+)
+# A traceback printed inside another exception's message (its cause), not a separate failure that follows.
+_EMBEDDED = re.compile(r"Original Traceback|\(RANK \d+\)|terminated with the following error|"
+                       r"Caught \w+ in DataLoader worker")
+_BOX = re.compile(r"^\s*[│╭╰─╮╯]")
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
 EXC_LINE = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:::[\w:]+)?)(?::(?:\s(?P<msg>.*)|$)|$)")
@@ -66,8 +77,9 @@ def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
             func = m.group("func")
             frames.append(Frame(file=m.group("file"), line=int(m.group("line")), function=func))
             j += 1
-            if j < n and not FRAME.match(lines[j].text) and _indent(lines[j].text) > _indent(text) \
-                    and lines[j].text.strip():
+            if j < n and lines[j].text.strip() and not FRAME.match(lines[j].text) \
+                    and (_indent(lines[j].text) > _indent(text) or not exception_line(lines[j].text)) \
+                    and not TB_START.search(lines[j].text):
                 j += 1
             while j < n and lines[j].text.strip() and _CARET.match(lines[j].text):
                 j += 1
@@ -95,7 +107,8 @@ def _message(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[st
                 continue
             break
         if TB_START.search(text):
-            return "\n".join(parts).strip(), j, True
+            message = "\n".join(parts).strip()
+            return message, j, bool(_EMBEDDED.search(text) or _EMBEDDED.search(message))
         if SEPARATOR.match(text) or FRAME.match(text):
             break
         if _LOG_RECORD.match(text):
@@ -104,6 +117,23 @@ def _message(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[st
         blank_ok = False
         j += 1
     return "\n".join(parts).strip(), j, False
+
+
+def _loose(lines: list[Line], j: int) -> tuple[list[Frame], int] | None:
+    """A rich or IPython traceback from j: its frames and the index of its unindented error line."""
+    frames: list[Frame] = []
+    for k in range(j, min(len(lines), j + 1500)):
+        text = lines[k].text
+        for pattern in _LOOSE_FRAMES:
+            m = pattern.match(text)
+            if m:
+                line = m.groupdict().get("line")
+                frames.append(Frame(file=m.group("file"), line=int(line) if line else None, function=m.group("func")))
+                break
+        else:
+            if text and not text[0].isspace() and not _BOX.match(text) and exception_line(text):
+                return frames, k
+    return None
 
 
 def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError]:
@@ -118,15 +148,21 @@ def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError
         text = stream[i].text
         if TB_START.search(text):
             start = i
-            frames, j = _frames(stream, i + 1)
             found = None
-            k = j
-            # Unprefixed junk from another process may sit between the frames and the error line.
-            while k < n and k <= j + 4:
-                found = exception_line(stream[k].text)
-                if found or TB_START.search(stream[k].text):
-                    break
-                k += 1
+            if _TB_STANDARD.search(text):
+                frames, j = _frames(stream, i + 1)
+                k = j
+                # Unprefixed junk from another process may sit between the frames and the error line.
+                while k < n and k <= j + 4:
+                    found = exception_line(stream[k].text)
+                    if found or TB_START.search(stream[k].text):
+                        break
+                    k += 1
+            else:
+                loose = _loose(stream, i + 1)
+                frames, j = ([], i + 1) if loose is None else loose
+                k = j
+                found = exception_line(stream[k].text) if loose is not None else None
             if not found:
                 i = max(j, i + 1)
                 pending_link = False
