@@ -19,6 +19,7 @@ from tools.diagnosis.errors import FoundError
 from tools.diagnosis.models import Diagnosis, RankInfo, StackSummary
 from tools.diagnosis.pytest_output import parse_pytest
 from tools.diagnosis.rules import GENERIC, categorise
+from tools.diagnosis.series import find_spike
 from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from tools.diagnosis.streaming import condensed_text
 from tools.diagnosis.templates import find_templates
@@ -93,6 +94,11 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
                 errors.append(FoundError(type=m.group("type"), message=(m.group("msg") or "").strip(), line=ln.index,
                                          rank=ln.rank, chain=chain, source="bare", start=ln.index, end=ln.index))
                 chain += 1
+    if not errors:
+        spike = find_spike(lines)
+        if spike is not None:
+            spike.chain = chain
+            errors.append(spike)
     in_test = pytest.detected
     for error in errors:
         frame_names.mark(error.frames, root)

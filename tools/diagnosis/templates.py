@@ -60,8 +60,12 @@ TEMPLATES: tuple[Template, ...] = (
        lambda m: "signal SIGILL"),
     _t("CppTerminate", r"terminate called after throwing an instance of '([^']+)'", None,
        lambda m: f"terminate {m.group(1)}"),
-    _t("NonFiniteLoss", r"\b(loss|grad[_ ]?norm|total[_ ]norm)\b\s*[:=]?\s*[-+]?(nan|inf)\b", "nonfinite",
+    _t("NonFiniteLoss",
+       r"\b(loss|grad[_ ]?norm|total[_ ]norm|gradnorm)\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?(nan|inf)\b", "nonfinite",
        lambda m: f"nonfinite {m.group(1).lower().replace(' ', '_')}", re.IGNORECASE),
+    _t("LossScaleOverflow",
+       r"loss scale already at minimum|Gradient overflow\. Skipping step|OVERFLOW! Rank \d+ Skipping", "nonfinite",
+       lambda m: "fp16-overflow"),
     _t("CUDAOOMLine", r"CUDA out of memory|CUDA error: out of memory", "cuda_oom", lambda m: "cuda-oom"),
 )
 
