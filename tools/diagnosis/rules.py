@@ -54,7 +54,8 @@ RULES: tuple[DiagRule, ...] = (
           r"PytorchStreamReader failed|invalid load key|failed finding central directory|"
           r"Unable to load weights from|is not a valid checkpoint|checkpoint (file|dir\w*) .*(not found|"
           r"does not exist|corrupt)|\.distcp|load_state_dict|state_dict\b.*(missing|unexpected|mismatch)|"
-          r"(missing|unexpected) keys?\b.*(state_dict|checkpoint)|Could not find .* in (checkpoint|state_dict)"),
+          r"(missing|unexpected) keys?\b.*(state_dict|checkpoint)|Could not find .* in (checkpoint|state_dict)|"
+          r"no file named \S*(pytorch_model|model\.safetensors|\.bin|\.pt)"),
     _rule("checkpoint_mismatch", r"^(KeyError|RuntimeError|ValueError|AssertionError)$",
           function=r"^(load_state_dict|_load_from_state_dict|set_model_state_dict|set_optimizer_state_dict|"
                    r"set_state_dict|load_checkpoint|_load_checkpoint|load_sharded_checkpoint|"
@@ -74,6 +75,7 @@ RULES: tuple[DiagRule, ...] = (
           r"CUDA error:|device-side assert|illegal memory access|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|"
           r"cuDNN error|cudaError\w+|misaligned address|no kernel image is available|"
           r"CUDA kernel errors might be asynchronously|unspecified launch failure|CUDA driver (version|error)|"
+          r"Torch not compiled with CUDA enabled|No CUDA GPUs are available|"
           r"Found no NVIDIA driver|Triton Error \[CUDA\]|HIP error:|NVML_SUCCESS|CUDA initialization",
           flags=0),
     _rule("device_mismatch", None,
@@ -82,7 +84,8 @@ RULES: tuple[DiagRule, ...] = (
           r"Input type \(torch\.(?!cuda)\w+\) and weight type \(torch\.cuda|"
           r"Expected (a )?'?(cuda|cpu)'? device type|must be on the same device|device mismatch|"
           r"is on (CPU|cpu|cuda:\d+|meta).*(expected|but)|Expected tensor for argument .* to have the same device|"
-          r"indices should be either on cpu or on the same device|tensors? (is|are) on (the )?meta device"),
+          r"indices should be either on cpu or on the same device|tensors? (is|are) on (the )?meta device|"
+          r"Tensors must be CUDA|not at the same device|must be on the same device|same device as"),
     _rule("dtype_mismatch", None,
           r"expected scalar type \w+ but found \w+|expected (m1|mat1) and (m2|mat2) to have the same dtype|"
           r"must have the same dtype|dtype mismatch|found dtype \w+ but expected|"
@@ -90,7 +93,8 @@ RULES: tuple[DiagRule, ...] = (
           r"not implemented for '(Half|BFloat16|Float|Long|Int|Bool|Char|Byte|Double|ComplexFloat|Float8\w*)'|"
           r"should be the same dtype|expected dtype|dtypes? (do not|don't) match|Got unsupported ScalarType|"
           r"to have the same dtype|Expected object of scalar type|promot\w+ .*dtype|"
-          r"dtype \w+ (is )?not supported|unsupported dtype|mixed dtype"),
+          r"dtype \w+ (is )?not supported|unsupported dtype|mixed dtype|Attempting to unscale FP16 gradients|"
+          r"to have one of the following scalar types"),
     _rule("shape_mismatch", None,
           r"shape mismatch|shapes cannot be multiplied|The size of tensor a \(\d+\) must match the size of tensor b|"
           r"Sizes of tensors must match|size mismatch|shape '\[.*\]' is invalid for input of size|"
@@ -110,7 +114,8 @@ RULES: tuple[DiagRule, ...] = (
           r"Connection (reset|closed) by peer|collective mismatch|mismatched collective|"
           r"Socket Timeout|The server socket has failed|address already in use|EADDRINUSE|"
           r"Default process group has not been initialized|init_process_group|communicator was aborted|"
-          r"clients joined|Detected mismatch between collectives|NCCL communicator"),
+          r"clients joined|Detected mismatch between collectives|NCCL communicator|"
+          r"Expected to have finished reduction in the prior iteration"),
     _rule("crash", r"(SegmentationFault|Aborted|BusError|IllegalInstruction|FatalPythonError|SignalSIGSEGV)$",
           r"Segmentation fault|SIGSEGV|SIGABRT|SIGBUS|core dumped|Fatal Python error"),
     _rule("test_failure", r"^(AssertionError|Failed|AssertError)$"),
