@@ -56,18 +56,20 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
             except Exception:  # a client that went away must not fail the tool
                 log.debug("progress notification failed", exc_info=True)
 
+        # Errors are returned as isError results carrying our message verbatim (raising ToolError
+        # would prefix it with the SDK's generic "Error executing tool ...").
         try:
             result = await call_engine(spec, arguments, ToolContext(workspace, progress))
         except UsageError as exc:
-            raise ToolError(str(exc)) from None
-        except ToolError:
-            raise
+            return _error(str(exc))
+        except ToolError as exc:
+            return _error(str(exc))
         except Exception as exc:
             log.exception("tool %s failed", spec.name)
-            raise ToolError(
+            return _error(
                 f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
                 "Processes it started were stopped; please report this with the arguments used."
-            ) from None
+            )
         return CallToolResult(
             content=[TextContent(type="text", text=bounded(result.summary(), MAX_RESULT_CHARS // 2))],
             structured_content=result.model_dump(mode="json", by_alias=True),
@@ -90,6 +92,10 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
     handler.__name__ = spec.name
     description = inspect.cleandoc(input_model.__doc__ or spec.name)
     app.add_tool(handler, name=spec.name, description=description)
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=bounded(message, 4_000))], is_error=True)
 
 
 def _register_prompt(app: MCPServer, spec: PromptSpec) -> None:
