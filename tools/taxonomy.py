@@ -1,15 +1,15 @@
-"""The error taxonomy as data: categories and the text patterns that identify them.
+"""The error taxonomy, and the category of free text such as a symptom a user typed.
 
-Rules are tried in order; the first whose pattern matches wins. Order encodes
-precedence: specific root causes (OOM, import errors) come before generic wrappers
-(distributed errors, test failures). The diagnosis engine applies the same table to the
-root error of a log; start_session applies it to the symptom text.
+There is one table of error rules: tools/diagnosis/rules.py. Free text is first read as
+an error message against that table (a leading `SomeError:` counts as the exception
+type). Only when that finds nothing specific does the prose vocabulary below apply: the
+words people use for a failure that an error message never contains ("training hangs",
+"loss spikes", "got OOM-killed"). Order is precedence, first match wins.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Literal
 
 Category = Literal[
@@ -32,70 +32,47 @@ Category = Literal[
 
 CATEGORIES: tuple[str, ...] = Category.__args__  # type: ignore[attr-defined]
 
-
-@dataclass(frozen=True)
-class Rule:
-    category: str
-    pattern: re.Pattern[str]
-    why: str
-
-
-def _r(category: str, pattern: str, why: str) -> Rule:
-    return Rule(category, re.compile(pattern, re.IGNORECASE), why)
-
-
-RULES: tuple[Rule, ...] = (
-    _r("cuda_oom", r"OutOfMemoryError|CUDA out of memory|cudaMalloc.*out of memory|"
-       r"NCCL.*out of memory|CUBLAS_STATUS_ALLOC_FAILED|\bCUDA OOM\b|\bGPU OOM\b|"
-       r"out of (gpu|device) memory|\bOOM\b.*\b(gpu|cuda|device)\b|\b(gpu|cuda|device)\b.*\bOOM\b",
-       "GPU memory exhausted"),
-    _r("host_oom", r"\bMemoryError\b|Killed\b|signal 9\b|SIGKILL|exit(ed)? (code|status)? ?(-9|137)\b|"
-       r"oom[- ]killer|out of (host |cpu )?memory|\bhost OOM\b|\bOOM\b|std::bad_alloc",
-       "host memory exhausted or OOM-killed"),
-    _r("import_error", r"ModuleNotFoundError|ImportError|cannot import name|No module named",
-       "a module or name could not be imported"),
-    _r("checkpoint_mismatch", r"Missing key\(s\) in state_dict|Unexpected key\(s\) in state_dict|"
-       r"size mismatch for|Error\(s\) in loading state_dict|load_state_dict|state[_ ]dict|"
-       r"torch\.distributed\.checkpoint|\bDCP\b|CheckpointException|weights_only|"
-       r"Weights only load failed|checkpoint.*(load|missing|mismatch|fail)|(load|loading).*checkpoint",
-       "a checkpoint or state dict did not load"),
-    _r("hang", r"Watchdog caught collective operation timeout|watchdog.*timeout|heartbeat.*timeout|"
-       r"collective.*tim(ed|e)\s*out|Timed out waiting|timed out after|barrier.*tim(e|ed)\s*out|"
-       r"gloo.*timeout|Connection timed out.*recv|\bhangs?\b|\bhung\b|\bstuck\b|deadlock|"
-       r"no progress|idle timeout|NCCL timeout|freez",
-       "no progress: a collective, barrier or process stopped advancing"),
-    _r("nonfinite", r"\bnan\b|\binf\b|non-?finite|isfinite|inf(inite)? (loss|grad)|loss is nan|"
-       r"Function '\w+' returned nan", "NaN or Inf values"),
-    _r("gradient_explosion", r"grad(ient)?[_ ]norm.*(explod|blow|spike|huge|large)|"
-       r"(explod|blow)\w*.*grad|loss spike|spik\w* (in )?loss|gradient explosion|diverg",
-       "gradient norm or loss blowing up with finite values"),
-    _r("cuda_error", r"device-side assert|illegal memory access|CUBLAS_STATUS|CUDNN_STATUS|cuDNN error|"
-       r"CUDA error|CUDA kernel errors|misaligned address|cudaError", "a CUDA runtime error"),
-    _r("device_mismatch", r"Expected all tensors to be on the same device|on different devices|"
-       r"device mismatch|expected device|Input type \(.*cuda.*\) and weight type",
-       "tensors on different devices"),
-    _r("dtype_mismatch", r"expected (scalar type|dtype) \w+ but found|dtype mismatch|"
-       r"mat1 and mat2 must have the same dtype|Input type .* and bias type|"
-       r"expected both vectors to have same dtype|result type \w+ can't be cast|"
-       r"should be the same dtype|found dtype \w+ but expected", "incompatible dtypes"),
-    _r("shape_mismatch", r"shape mismatch|shapes? .* cannot be multiplied|size of tensor a .* must match|"
-       r"mat1 and mat2 shapes|sizes of tensors must match|invalid shape|expected (input|shape).*shape|"
-       r"is invalid for input of size|must match the size|Dimension out of range|"
-       r"dimension mismatch|shape '\[", "tensor shapes do not fit"),
-    _r("distributed_error", r"\bNCCL\b|ncclSystemError|ncclInternalError|ncclUnhandled|\bgloo\b|\bc10d\b|"
-       r"ProcessGroup|rendezvous|RendezvousError|Connection reset by peer|ChildFailedError|"
-       r"DistBackendError|DistNetworkError|collective mismatch|torch\.distributed|all_reduce|allreduce",
-       "a communication failure between ranks"),
-    _r("crash", r"SIGSEGV|Segmentation fault|SIGABRT|core dumped|Fatal Python error|SIGBUS|SIGILL|"
-       r"Aborted|crash", "the process crashed"),
-    _r("test_failure", r"AssertionError|assert .* (==|!=|<|>)|FAILED tests?/|test.*fail|fails? (the )?test",
-       "a test assertion failed"),
+_PROSE: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
+    (category, re.compile(pattern, re.IGNORECASE), why)
+    for category, pattern, why in (
+        ("cuda_oom", r"\b(gpu|cuda|device|vram)\b.{0,40}\b(oom|out of memory|memory)\b|"
+                     r"\b(oom|out of memory)\b.{0,40}\b(gpu|cuda|device)\b", "GPU memory exhausted"),
+        ("host_oom", r"\boom\b|out of memory|oom[- ]?kill|\bkilled\b|ram (usage|exhausted)|memory leak",
+         "host memory exhausted or OOM-killed"),
+        ("hang", r"\bhang(s|ing)?\b|\bhung\b|\bstuck\b|deadlock|no progress|freez|never (finishes|returns)|"
+                 r"\btimes? ?out\b|timed out|watchdog", "no progress: a collective, barrier or process stopped"),
+        ("nonfinite", r"\bnan\b|\binf\b|non-?finite", "NaN or Inf values"),
+        ("gradient_explosion", r"grad(ient)?[_ ]?norm|explod|blow(s|ing)? up|spik|diverg",
+         "gradient norm or loss blowing up with finite values"),
+        ("checkpoint_mismatch", r"checkpoint|state[_ ]dict|\bdcp\b|missing keys|unexpected keys|weights? (load|not)",
+         "a checkpoint or state dict did not load"),
+        ("import_error", r"\bimport\b|module not found", "a module or name could not be imported"),
+        ("shape_mismatch", r"\bshapes?\b|\bdimensions?\b", "tensor shapes do not fit"),
+        ("dtype_mismatch", r"\bdtypes?\b|bf16|bfloat16|fp16|float16|float32", "incompatible dtypes"),
+        ("device_mismatch", r"different devices?|wrong device|\bon (cpu|cuda)\b", "tensors on different devices"),
+        ("distributed_error", r"\bnccl\b|\bgloo\b|rendezvous|\branks?\b|torchrun|fsdp|all_?reduce|collective",
+         "a communication failure between ranks"),
+        ("crash", r"segfault|segmentation|core dump|crash|abort", "the process crashed"),
+        ("test_failure", r"\btests?\b.{0,30}\bfail|\bfail\w*\b.{0,30}\btests?\b|assert", "a test assertion failed"),
+    )
 )
+_ERROR_HEAD = re.compile(r"(?:^|\s)((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt))\s*:\s*(.*)",
+                         re.DOTALL)
 
 
 def classify_text(text: str) -> tuple[str, str]:
-    """(category, why) for free text, by the first matching rule; python_exception otherwise."""
-    for rule in RULES:
-        if rule.pattern.search(text):
-            return rule.category, rule.why
+    """(category, why) for free text: the diagnosis rules first, then the prose vocabulary."""
+    from tools.diagnosis.errors import FoundError
+    from tools.diagnosis.rules import categorise
+
+    head = _ERROR_HEAD.search(text)
+    error = FoundError(type=head.group(1) if head else "", message=head.group(2) if head else text, line=0)
+    category = categorise(error, in_test=bool(re.search(r"\btest", text, re.IGNORECASE)))
+    if category not in ("python_exception", "test_failure"):
+        return category, "matches the error rules of the diagnosis engine"
+    for prose_category, pattern, why in _PROSE:
+        if pattern.search(text):
+            return prose_category, why
+    if category == "test_failure":
+        return category, "a test assertion failed"
     return "python_exception", "no more specific pattern matched"
