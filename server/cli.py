@@ -179,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         doc = (input_model.__doc__ or spec.name).strip().splitlines()[0]
         tool_parser = sub.add_parser(spec.name.replace("_", "-"), help=doc, description=doc)
-        for name, field in input_model.model_fields.items():
+        # Positional order follows the model, except that the command comes last (`bisect-commits GOOD BAD CMD`).
+        for name, field in sorted(input_model.model_fields.items(), key=lambda item: item[0] == "command"):
             _add_field(tool_parser, name, field)
         tool_parser.add_argument("--json", action="store_true", dest="as_json",
                                  help="print the exact structured result")

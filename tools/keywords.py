@@ -11,7 +11,8 @@ DOMAIN_TERMS: tuple[str, ...] = (
     "torchrun", "rendezvous", "sequence parallel", "Ulysses", "MoE", "expert", "grad_norm",
     "gradient accumulation", "clip_grad_norm", "NaN", "Inf", "OOM", "out of memory", "bf16", "bfloat16",
     "fp16", "float32", "checkpoint", "collator", "patchgen", "generated", "transformers", "attention",
-    "flash_attn", "device mesh", "sharding", "optimizer", "lr", "loss", "dataloader", "tokenizer",
+    "flash_attn", "device mesh", "sharding", "hang", "hangs", "deadlock", "timeout", "stuck", "segfault",
+    "diverges", "divergence", "spike", "optimizer", "lr", "loss", "dataloader", "tokenizer",
 )
 
 _EXC = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Failure|Warning))\b")

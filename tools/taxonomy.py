@@ -69,7 +69,7 @@ def classify_text(text: str) -> tuple[str, str]:
     error = FoundError(type=head.group(1) if head else "", message=head.group(2) if head else text, line=0)
     category = categorise(error, in_test=bool(re.search(r"\btest", text, re.IGNORECASE)))
     if category not in ("python_exception", "test_failure"):
-        return category, "matches the error rules of the diagnosis engine"
+        return category, "recognised by the diagnosis engine's error rules"
     for prose_category, pattern, why in _PROSE:
         if pattern.search(text):
             return prose_category, why
