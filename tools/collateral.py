@@ -28,7 +28,7 @@ from tools.diagnosis import diagnose_run
 from tools.errors import UsageError
 from tools.interpreters import activation_env, resolve_python
 from tools.results import ToolResult
-from tools.runner import RunRecord, RunSpec, parse_command, read_output, run_process
+from tools.runner import RunRecord, RunSpec, prepare_command, read_output, run_process
 from tools.sessions import SessionStore, require_open
 from tools.workspace import Workspace
 from tools.worktrees import temporary_worktree
@@ -119,12 +119,9 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
     store = SessionStore(ws)
     if inp.session_id:
         require_open(store, inp.session_id)
-    argv, env = parse_command(inp.command, inp.shell)
-    env = {**env, **inp.env}
+    cmd = prepare_command(inp.command, inp.shell, inp.env, inp.cwd, ws)
+    argv, env, cwd = cmd.argv, cmd.env, cmd.cwd
     base_sha = gitrepo.resolve_ref(ws.root, inp.base)
-    cwd = ws.resolve(inp.cwd, must_exist=True, what="cwd")
-    if not cwd.is_dir():
-        raise UsageError(f"cwd {inp.cwd!r} is not a directory.", "give a folder inside the root")
     top = Path(gitrepo.repo_for(ws.root).working_tree_dir).resolve()  # type: ignore[union-attr]
     if inp.python:
         python = resolve_python(ws, inp.python)

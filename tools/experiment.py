@@ -7,7 +7,6 @@ observation; the full log stays on disk under `.rootcause/runs/`.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Protocol
 
@@ -17,9 +16,8 @@ from tools.context import ToolContext
 from tools.diagnosis import diagnose_run
 from tools.errors import UsageError
 from tools.interpreters import activation_env, resolve_python
-from tools.runner import Outcome, RunSpec, parse_command, read_output, run_process
+from tools.runner import Outcome, RunSpec, prepare_command, read_output, run_process
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # pytest's own exit codes that mean "the tests did not run", not "a test failed".
 _PYTEST_NOT_RUN = {3: "pytest internal error", 4: "pytest usage error", 5: "pytest collected no tests"}
 
@@ -78,17 +76,10 @@ class RunObservation(BaseModel):
 
 
 def _spec(fields: CommandFields, ctx: ToolContext, label: str) -> RunSpec:
-    argv, command_env = parse_command(fields.command, fields.shell)
-    for name in fields.env:
-        if not _ENV_NAME.match(name):
-            raise UsageError(f"env name {name!r} is not a valid variable name.", "use NAME=value with NAME like FOO_1")
-    cwd = ctx.workspace.resolve(fields.cwd, must_exist=True, what="cwd")
-    if not cwd.is_dir():
-        raise UsageError(f"cwd {fields.cwd!r} is not a directory.", "give a folder inside the root")
+    cmd = prepare_command(fields.command, fields.shell, fields.env, fields.cwd, ctx.workspace)
     python = resolve_python(ctx.workspace, fields.python)
-    env = {**activation_env(python), **fields.env, **command_env}
-    return RunSpec(argv=argv, cwd=cwd, env=env, timeout_s=fields.timeout_s, idle_timeout_s=fields.idle_timeout_s,
-                   label=label)
+    return RunSpec(argv=cmd.argv, cwd=cmd.cwd, env={**activation_env(python), **cmd.env}, timeout_s=fields.timeout_s,
+                   idle_timeout_s=fields.idle_timeout_s, label=label)
 
 
 def _uses_pytest(argv: list[str]) -> bool:

@@ -24,12 +24,11 @@ from tools.errors import UsageError
 from tools.experiment import Command, Cwd, Env, IdleTimeoutS, Python, Shell, TimeoutS
 from tools.interpreters import activation_env, resolve_python
 from tools.results import MAX_RESULT_CHARS, ToolResult, bounded
-from tools.runner import Outcome, RunRecord, RunSpec, parse_command, run_process
+from tools.runner import Outcome, RunRecord, RunSpec, prepare_command, run_process
 from tools.sessions import SessionStore, require_open
 
 MAX_RUNS = 20
 MAX_TEXT = 2_000_000
-_ENV_NAME_CHARS = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 class ReproduceInput(BaseModel):
@@ -150,17 +149,10 @@ def _validate(inp: ReproduceInput, ctx: ToolContext) -> tuple[RunSpec, Path]:
     if inp.idle_timeout_s is not None and inp.idle_timeout_s <= 0:
         raise UsageError(f"idle_timeout_s must be > 0 seconds, got {inp.idle_timeout_s}.",
                          "omit it, or e.g. idle_timeout_s=120 to stop a run silent for 2 minutes")
-    argv, command_env = parse_command(inp.command, inp.shell)
-    for name in inp.env:
-        if not name or not set(name) <= _ENV_NAME_CHARS or name[0].isdigit():
-            raise UsageError(f"env name {name!r} is not a valid variable name.", "use NAME=value with NAME like FOO_1")
-    cwd = ctx.workspace.resolve(inp.cwd, must_exist=True, what="cwd")
-    if not cwd.is_dir():
-        raise UsageError(f"cwd {inp.cwd!r} is not a directory.", "give a folder inside the root")
+    cmd = prepare_command(inp.command, inp.shell, inp.env, inp.cwd, ctx.workspace)
     python = resolve_python(ctx.workspace, inp.python)
-    env = {**activation_env(python), **inp.env, **command_env}
-    spec = RunSpec(argv=argv, cwd=cwd, env=env, timeout_s=inp.timeout_s, idle_timeout_s=inp.idle_timeout_s,
-                   label="reproduce")
+    spec = RunSpec(argv=cmd.argv, cwd=cmd.cwd, env={**activation_env(python), **cmd.env}, timeout_s=inp.timeout_s,
+                   idle_timeout_s=inp.idle_timeout_s, label="reproduce")
     return spec, python
 
 

@@ -106,13 +106,41 @@ def parse_command(command: str | list[str], shell: bool = False) -> tuple[list[s
     env: dict[str, str] = {}
     while words and "=" in words[0] and not words[0].startswith("="):
         name, _, value = words[0].partition("=")
-        if not set(name) <= _ENV_NAME_CHARS or name[0].isdigit():
+        if not valid_env_name(name):
             break
         env[name] = value
         words = words[1:]
     if not words or not words[0].strip():
         raise UsageError("command is empty.", "give the command that reproduces the failure, e.g. 'pytest -x tests/'")
     return words, env
+
+
+def valid_env_name(name: str) -> bool:
+    return bool(name) and set(name) <= _ENV_NAME_CHARS and not name[0].isdigit()
+
+
+class PreparedCommand(BaseModel):
+    """A validated command as the tools take it: argv, env (caller's then the command's NAME=value), cwd."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    cwd_rel: str
+
+
+def prepare_command(
+    command: str | list[str], shell: bool, env: dict[str, str], cwd: str, workspace: Workspace
+) -> PreparedCommand:
+    """The one place a tool's command arguments are checked and turned into argv/env/cwd."""
+    argv, command_env = parse_command(command, shell)
+    for name in env:
+        if not valid_env_name(name):
+            raise UsageError(f"env name {name!r} is not a valid variable name.", "use NAME=value with NAME like FOO_1")
+    folder = workspace.resolve(cwd, must_exist=True, what="cwd")
+    if not folder.is_dir():
+        raise UsageError(f"cwd {cwd!r} is not a directory.", "give a folder inside the root")
+    return PreparedCommand(argv=argv, env={**env, **command_env}, cwd=folder,
+                           cwd_rel=os.path.relpath(folder, workspace.root))
 
 
 def new_run_id() -> str:
@@ -417,6 +445,9 @@ async def run_process(
         raise UsageError(f"timeout_s must be > 0, got {spec.timeout_s}.", "give seconds, e.g. timeout_s=900")
     if spec.idle_timeout_s is not None and spec.idle_timeout_s <= 0:
         raise UsageError(f"idle_timeout_s must be > 0, got {spec.idle_timeout_s}.", "omit it or give seconds")
+    for where, words in (("command", spec.argv), ("env", [*spec.env, *spec.env.values()])):
+        if any("\x00" in word for word in words):
+            raise UsageError(f"{where} contains a NUL byte.", "remove it: no program can receive one")
     run_id = run_id or new_run_id()
     _install_term_handler()
     env = {**os.environ, **spec.env, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", RUN_MARKER: run_id}

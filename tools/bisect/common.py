@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -11,9 +10,8 @@ from pydantic import BaseModel, Field
 
 from tools.context import ToolContext
 from tools.diagnosis import diagnose_run
-from tools.errors import UsageError
 from tools.interpreters import activation_env
-from tools.runner import RunRecord, RunSpec, parse_command, run_process
+from tools.runner import RunRecord, RunSpec, prepare_command, run_process
 from tools.sessions import SessionStore, require_open
 
 Outcome = Literal["pass", "fail", "hang", "crash", "skip", "not_run"]
@@ -46,15 +44,8 @@ def prepare(inp: ReproducerFields, ctx: ToolContext) -> Command:
     """Validate the reproducer and the session before any expensive work."""
     if inp.session_id is not None:
         require_open(SessionStore(ctx.workspace), inp.session_id)
-    argv, env = parse_command(inp.command, inp.shell)
-    for name in inp.env:
-        if not name or "=" in name or "\x00" in name:
-            raise UsageError(f"env name {name!r} is not a variable name.", "use NAME: value pairs")
-    cwd = ctx.workspace.resolve(inp.cwd, must_exist=True, what="cwd")
-    if not cwd.is_dir():
-        raise UsageError(f"cwd {inp.cwd!r} is not a folder.", "give a folder inside the root")
-    rel = os.path.relpath(cwd, ctx.root)
-    return Command(argv, {**env, **inp.env}, rel)
+    cmd = prepare_command(inp.command, inp.shell, inp.env, inp.cwd, ctx.workspace)
+    return Command(cmd.argv, cmd.env, cmd.cwd_rel)
 
 
 class Progress:
