@@ -9,7 +9,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from server.catalog import ToolSpec
-from tools.context import ToolContext
+from tools.context import AMBIENT_PROGRESS, ToolContext
 from tools.errors import UsageError
 from tools.results import ToolResult
 
@@ -32,6 +32,10 @@ def parse_input(spec: ToolSpec, model: type[BaseModel], arguments: dict[str, Any
 async def call_engine(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
     engine, input_model, _ = spec.load()
     inp = parse_input(spec, input_model, arguments)
-    if inspect.iscoroutinefunction(engine):
-        return await engine(inp, ctx)
-    return await anyio.to_thread.run_sync(engine, inp, ctx)
+    token = AMBIENT_PROGRESS.set(ctx.progress)
+    try:
+        if inspect.iscoroutinefunction(engine):
+            return await engine(inp, ctx)
+        return await anyio.to_thread.run_sync(engine, inp, ctx)
+    finally:
+        AMBIENT_PROGRESS.reset(token)

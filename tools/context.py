@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,11 @@ ProgressSink = Callable[[float, float | None, str], Awaitable[None]]
 
 async def _no_progress(progress: float, total: float | None, message: str) -> None:
     return None
+
+
+AMBIENT_PROGRESS: ContextVar[ProgressSink | None] = ContextVar("rootcause_progress", default=None)
+"""The progress sink of the tool call in flight: runs started without an explicit sink (internal uv, git
+or make steps) still report their elapsed time and last output line through it."""
 
 
 @dataclass

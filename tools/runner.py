@@ -29,7 +29,7 @@ import anyio
 import psutil
 from pydantic import BaseModel, Field
 
-from tools.context import ProgressSink, _no_progress
+from tools.context import AMBIENT_PROGRESS, ProgressSink, _no_progress
 from tools.errors import UsageError
 from tools.workspace import Workspace
 
@@ -440,7 +440,7 @@ async def run_process(
     spec: RunSpec, workspace: Workspace, progress: ProgressSink | None = None, run_id: str | None = None
 ) -> RunRecord:
     """Run one command to completion or timeout; the record points at the full log on disk."""
-    progress = progress or _no_progress
+    progress = progress or AMBIENT_PROGRESS.get() or _no_progress
     if spec.timeout_s <= 0:
         raise UsageError(f"timeout_s must be > 0, got {spec.timeout_s}.", "give seconds, e.g. timeout_s=900")
     if spec.idle_timeout_s is not None and spec.idle_timeout_s <= 0:
