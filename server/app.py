@@ -15,6 +15,7 @@ from pydantic import Field
 import prompts
 from server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, PromptSpec, ResourceSpec, ToolSpec
 from server.invoke import call_engine
+from tools import redact
 from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.results import MAX_RESULT_CHARS, bounded
@@ -58,21 +59,24 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
 
         # Errors are returned as isError results carrying our message verbatim (raising ToolError
         # would prefix it with the SDK's generic "Error executing tool ...").
+        # Everything sent back passes one redaction pass (tools/redact.py): a child's output or a
+        # pasted log may carry tokens; the files on disk stay verbatim.
+        redactor = redact.for_call(arguments)
         try:
             result = await call_engine(spec, arguments, ToolContext(workspace, progress))
         except UsageError as exc:
-            return _error(str(exc))
+            return _error(redactor.text(str(exc)))
         except ToolError as exc:
-            return _error(str(exc))
+            return _error(redactor.text(str(exc)))
         except Exception as exc:
             log.exception("tool %s failed", spec.name)
-            return _error(
+            return _error(redactor.text(
                 f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
                 "Processes it started were stopped; please report this with the arguments used."
-            )
+            ))
         return CallToolResult(
-            content=[TextContent(type="text", text=bounded(result.summary(), MAX_RESULT_CHARS // 2))],
-            structured_content=result.model_dump(mode="json", by_alias=True),
+            content=[TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))],
+            structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)),
         )
 
     params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
@@ -119,7 +123,7 @@ def _register_resource(app: MCPServer, workspace: Workspace, spec: ResourceSpec)
 
     def read(**values: str) -> str:
         try:
-            return reader(workspace, **values)
+            return redact.redact_text(reader(workspace, **values))
         except UsageError as exc:
             raise ResourceError(str(exc)) from None
 

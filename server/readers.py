@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from tools import redact
 from tools.errors import UsageError
 from tools.runner import run_dir
 from tools.sessions import SessionStore, render_report
@@ -15,17 +18,24 @@ def read_session(workspace: Workspace, session_id: str) -> str:
 
 
 def read_run_log(workspace: Workspace, run_id: str) -> str:
-    path = run_dir(workspace, run_id) / "log.txt"
+    """The run's log (head and tail past 1 MB) with secrets redacted, including the run's own env values."""
+    folder = run_dir(workspace, run_id)
+    path = folder / "log.txt"
+    try:
+        run_env = json.loads((folder / "meta.json").read_text(encoding="utf-8")).get("env_overrides") or {}
+    except (OSError, ValueError, AttributeError):
+        run_env = {}
     size = path.stat().st_size
     with open(path, "rb") as fh:
         if size <= LOG_RESOURCE_LIMIT:
-            return fh.read().decode("utf-8", "replace")
+            return redact.redact_text(fh.read().decode("utf-8", "replace"), {"env": run_env})
         half = LOG_RESOURCE_LIMIT // 2
         head = fh.read(half).decode("utf-8", "replace")
         fh.seek(size - half)
         tail = fh.read().decode("utf-8", "replace")
     omitted = size - 2 * half
-    return f"{head}\n… [{omitted} bytes omitted; the whole log is {workspace.relative(path)}] …\n{tail}"
+    text = f"{head}\n… [{omitted} bytes omitted; the whole log is {workspace.relative(path)}] …\n{tail}"
+    return redact.redact_text(text, {"env": run_env})
 
 
 __all__ = ["UsageError", "read_run_log", "read_session"]

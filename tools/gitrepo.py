@@ -74,10 +74,13 @@ def changed_files(root: Path) -> list[str]:
     return sorted(n for n in names if n)
 
 
+MAX_REF_CHARS = 1_000  # longer is no ref, and past 128 KB git cannot even be started with it
+
+
 def resolve_ref(root: Path, ref: str) -> str:
     """The commit sha a ref names; refuses option-like refs and refs that do not resolve."""
-    if not ref or ref.startswith("-") or any(c in ref for c in "\x00\n\r "):
-        raise UsageError(f"git ref {ref!r} is not a valid ref.", "name a branch, tag or commit (not an option)")
+    if not ref or ref.startswith("-") or len(ref) > MAX_REF_CHARS or any(c in ref for c in "\x00\n\r "):
+        raise UsageError(f"git ref {ref[:200]!r} is not a valid ref.", "name a branch, tag or commit (not an option)")
     repo = repo_for(root)
     if repo is None:
         raise UsageError(f"{root} is not inside a git repository.", "run the server in a git checkout")

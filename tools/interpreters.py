@@ -27,8 +27,12 @@ def resolve_python(workspace: Workspace, python: str | None) -> Path:
             candidate = Path(found) if found else workspace.root / python
         elif not candidate.is_absolute():
             candidate = workspace.root / candidate
-        if not (candidate.is_file() and os.access(candidate, os.X_OK)):
-            raise UsageError(f"python {python!r} is not an executable file.",
+        try:
+            executable = candidate.is_file() and os.access(candidate, os.X_OK)
+        except OSError:  # a name too long, a symlink loop
+            executable = False
+        if not executable:
+            raise UsageError(f"python {python[:200]!r} is not an executable file.",
                              "give the interpreter of the project's environment, e.g. .venv/bin/python")
         return Path(os.path.abspath(candidate))
     venv_python = workspace.root / ".venv" / "bin" / "python"

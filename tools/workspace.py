@@ -26,10 +26,17 @@ class Workspace:
         candidate = Path(raw).expanduser()
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = candidate.resolve()
+        try:
+            resolved = candidate.resolve()
+            os.lstat(resolved)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop
+            raise UsageError(f"{what} {raw[:200]!r} cannot be used: {getattr(exc, 'strerror', None) or exc}.",
+                             "give an existing path inside the root") from None
         if resolved != self.root and self.root not in resolved.parents:
             raise UsageError(
-                f"{what} {raw!r} resolves to {resolved}, outside the root {self.root}.",
+                f"{what} {raw[:200]!r} resolves to {resolved}, outside the root {self.root}.",
                 "give a path inside the repository the server was started in (rootcause serve --root DIR)",
             )
         if must_exist and not resolved.exists():
@@ -45,6 +52,13 @@ class Workspace:
     def state_dir(self, *parts: str) -> Path:
         """`<root>/.rootcause/<parts>`, created on demand; the folder ignores itself in git."""
         base = self.root / STATE_DIR
+        # A symlinked state folder (e.g. committed into a cloned repository) would carry every write
+        # out of the root: refuse it, whichever level of the path it is at.
+        for level in range(len(parts) + 1):
+            here = base.joinpath(*parts[:level])
+            if here.is_symlink():
+                raise UsageError(f"{self.relative(here)} is a symlink (to {os.readlink(here)}); rootcause keeps "
+                                 "its state inside the root only.", f"remove the symlink: rm {here}")
         if not base.is_dir():
             base.mkdir(parents=True, exist_ok=True)
         ignore = base / ".gitignore"

@@ -17,7 +17,7 @@ def package_name(name: str) -> str:
     raw = (name or "").strip()
     if raw.startswith("-") or not _NAME.match(raw):
         raise UsageError(
-            f"package {name!r} is not a distribution name.",
+            f"package {name[:100]!r} is not a distribution name.",
             "give a bare PEP 508 name like 'click' or 'transformers' (no version, extras, URL or option)",
         )
     return canonicalize_name(raw)
@@ -26,9 +26,9 @@ def package_name(name: str) -> str:
 def version(text: str, what: str = "version") -> Version:
     raw = (text or "").strip()
     if raw.startswith("-"):
-        raise UsageError(f"{what} {text!r} starts with '-'.", "give a PEP 440 version like 8.2.0")
+        raise UsageError(f"{what} {text[:100]!r} starts with '-'.", "give a PEP 440 version like 8.2.0")
     try:
         return Version(raw)
-    except InvalidVersion:
-        raise UsageError(f"{what} {text!r} is not a PEP 440 version.",
+    except (InvalidVersion, ValueError):  # ValueError: a release number past Python's int-from-str limit
+        raise UsageError(f"{what} {text[:100]!r} is not a PEP 440 version.",
                          "give a release like 8.2.0 or 2.1.0rc1") from None

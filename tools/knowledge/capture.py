@@ -212,14 +212,14 @@ def _write_docs(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path) 
 
 
 def _regression_guard(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path) -> CaptureKnowledgeResult:
-    knowledge = {workspace.relative(p) for p in markdown_files(folder)}
+    knowledge = {workspace.relative(p) for p in markdown_files(folder, workspace.root)}
     if inp.paths is not None:
         paths = [workspace.relative(workspace.resolve(p, what="path")) for p in inp.paths]
     else:
         paths = [p for p in working_tree_changes(workspace.root)
                  if p not in knowledge and not p.startswith(".rootcause/")]
     texts: dict[str, str] = {}
-    for path in markdown_files(folder):
+    for path in markdown_files(folder, workspace.root):
         try:
             texts[workspace.relative(path).rsplit("/", 1)[-1]] = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError:

@@ -22,14 +22,20 @@ def knowledge_dir(workspace: Workspace, configured: str | None = None) -> Path:
     return path
 
 
-def markdown_files(folder: Path) -> list[Path]:
+def markdown_files(folder: Path, root: Path | None = None) -> list[Path]:
+    """The folder's Markdown files; with `root`, a symlink that resolves outside it is left out (never read)."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob("*.md") if p.is_file())
+    files = sorted(p for p in folder.glob("*.md") if p.is_file())
+    if root is not None:
+        root = root.resolve()
+        files = [p for p in files if p.resolve().is_relative_to(root)]
+    return files
 
 
 def read_strict(path: Path, workspace: Workspace) -> str:
     """The file's text; a file that is not UTF-8 is the caller's to fix, never silently altered."""
+    workspace.resolve(path, what="knowledge file")  # a symlink out of the root is refused, not followed
     data = path.read_bytes()
     try:
         return data.decode("utf-8")

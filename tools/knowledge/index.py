@@ -122,7 +122,7 @@ class _Cache:
         self._indexes: dict[Path, tuple[tuple, Index]] = {}
 
     def index(self, folder: Path, root: Path, extra: list[Path] | None = None) -> Index:
-        paths = markdown_files(folder) + list(extra or [])
+        paths = markdown_files(folder, root) + list(extra or [])
         signature = []
         for path in paths:
             try:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*|\d+[A-Za-z][A-Za-z0-9_]*")
+# Linear-time forms (a 200 KB run of letters or digits took minutes with open-ended backtracking):
+# a digit token starts only where a digit run starts, and "camelCase" is two lowercase letters then an
+# uppercase one, which every match of the longer alternatives contains.
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*|(?<!\d)\d++[A-Za-z][A-Za-z0-9_]*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_CAMEL_WORD = re.compile(r"[a-z]{2,}[A-Z]|[A-Z][a-z]{2,}[A-Z]")
+_CAMEL_WORD = re.compile(r"[a-z]{2}[A-Z]")
 _STOP = frozenset(
     """a an and are as at be been but by can do does for from has have how i if in into is it its
     no not of on or our so such that the their then there these this to was we were what when where
