@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -51,9 +52,17 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
     _, input_model, output_model = spec.load()
 
     async def handler(ctx: Context, **arguments: Any) -> CallToolResult:
+        started = time.monotonic()
+        last = [0.0]
+
         async def progress(done: float, total: float | None, message: str) -> None:
+            # MCP wants progress to increase with every notification, while engines nest counters
+            # (runs, steps, seconds of a run): send elapsed seconds, the engine's figures go in the message.
+            value = max(round(time.monotonic() - started, 2), last[0] + 0.01)
+            last[0] = value
+            figure = f"[{done:g}/{total:g}] " if total else ""
             try:
-                await ctx.report_progress(done, total, message)
+                await ctx.report_progress(value, None, f"{figure}{message}")
             except Exception:  # a client that went away must not fail the tool
                 log.debug("progress notification failed", exc_info=True)
 

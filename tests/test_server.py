@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,21 @@ async def test_prompts_render(repo: Path) -> None:
         for name in ("distributed_checklist", "numerical_checklist"):
             body = (await client.get_prompt(name, {})).messages[0].content.text
             assert body.startswith("# ")
+
+
+async def test_progress_values_increase(repo: Path) -> None:
+    """Engines nest counters (runs, steps, seconds); the client must still see increasing progress."""
+    seen: list[tuple[float, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, message))
+
+    command = ["python", "-c", "import time\nfor i in range(7):\n    print(i, flush=True); time.sleep(1)"]
+    async with memory_client(repo) as client:
+        result = await client.call_tool("reproduce", {"command": command, "runs": 2, "timeout_s": 60},
+                                        progress_callback=on_progress)
+    assert structured(result)["status"] == "not_reproduced"
+    values = [value for value, _ in seen]
+    assert len(values) >= 3, seen
+    assert all(b > a for a, b in itertools.pairwise(values)), seen
+    assert any(message and "last line" in message for _, message in seen), seen
