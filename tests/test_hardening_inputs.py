@@ -28,6 +28,7 @@ from server.catalog import TOOLS
 from tests.conftest import git, memory_client
 
 CALL_BOUND_S = 45.0
+EXAMPLES = int(os.environ.get("RC_HYPOTHESIS_EXAMPLES", "100"))  # per tool; raise it for a deeper search
 MARKER = "rc-hardening-outside"
 
 
@@ -150,7 +151,8 @@ HOSTILE_TEXT = st.sampled_from([
     "", " ", "\x00", "a\x00b", HUGE, HUGE_DIGITS, HUGE_WORDS, "--upload-pack=x", "-e", "--help", "-",
     "../../../../etc/passwd",
     "../outside/secret.txt", "link_out", "link_dir", "link_dir/secret.txt", "link_dir/knowledge", "link_log",
-    "/etc/passwd", "~", "é\u202e\ufeff", "$(touch pwned)", "HEAD~999", "a..b", "*", "..", ".", "\n", "x" * 300,
+    "/etc/passwd", "~", "~0", "~no-such-user-rc/x",
+    "é\u202e\ufeff", "$(touch pwned)", "HEAD~999", "a..b", "*", "..", ".", "\n", "x" * 300,
     "main@{-1}", "0" * 40, "1.0", ">=1,<", "torch==", "NaN",
 ])
 HOSTILE_NUMBER = st.sampled_from([-1, 0, -10**9, 10**30, 2**63, 1e308, -1e-9, 0.0001, 3])
@@ -191,7 +193,7 @@ def _check(name: str, arguments: dict[str, Any], result: Any) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=25, deadline=None, database=None,
+@settings(max_examples=EXAMPLES, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                  HealthCheck.data_too_large])
 @given(data=st.data())

@@ -19,7 +19,10 @@ def resolve_python(workspace: Workspace, python: str | None) -> Path:
     if python:
         if python.startswith("-") or "\x00" in python:
             raise UsageError(f"python {python!r} is not an interpreter path.", "give a path like .venv/bin/python")
-        candidate = Path(python).expanduser()
+        try:
+            candidate = Path(python).expanduser()
+        except RuntimeError:  # ~user of an unknown user
+            candidate = Path(python)
         if not candidate.is_absolute() and os.sep not in python:
             from shutil import which
 

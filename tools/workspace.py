@@ -23,15 +23,15 @@ class Workspace:
         raw = os.fspath(path)
         if not raw or "\x00" in raw:
             raise UsageError(f"{what} {raw!r} is empty or contains a NUL byte.", "give a path inside the root")
-        candidate = Path(raw).expanduser()
-        if not candidate.is_absolute():
-            candidate = self.root / candidate
         try:
+            candidate = Path(raw).expanduser()
+            if not candidate.is_absolute():
+                candidate = self.root / candidate
             resolved = candidate.resolve()
             os.lstat(resolved)
         except (FileNotFoundError, NotADirectoryError):
             pass
-        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop
+        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop, ~unknown-user
             raise UsageError(f"{what} {raw[:200]!r} cannot be used: {getattr(exc, 'strerror', None) or exc}.",
                              "give an existing path inside the root") from None
         if resolved != self.root and self.root not in resolved.parents:
