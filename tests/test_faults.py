@@ -191,9 +191,6 @@ async def test_wall_timeout_kills_a_stubborn_tree(project: Path) -> None:
         assert structured(await client.call_tool("diagnose_log", {"text": "ValueError: x"}))["diagnosis"]
 
 
-@pytest.mark.xfail(strict=True, reason="tools/sessions.py _write_event appends to a truncated last line, so the "
-                   "first event after a crash mid-write joins the fragment and is dropped on read (reported; "
-                   "fix: start the line with a newline when the file does not end with one)")
 async def test_first_evidence_after_a_crash_mid_write_is_kept(repo: Path) -> None:
     async with stdio_client(repo) as client:
         sid = structured(await client.call_tool("start_session", {"symptom": "crash"}))["session_id"]

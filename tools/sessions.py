@@ -276,8 +276,11 @@ class SessionStore:
 
     def _write_event(self, folder: Path, event: dict[str, Any], state: SessionState) -> None:
         line = (json.dumps(event, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-        fd = os.open(folder / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(folder / "events.jsonl", os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a write cut short by a crash: end that fragment, keep this event whole
             os.write(fd, line)
             os.fsync(fd)
         finally:
