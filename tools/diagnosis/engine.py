@@ -22,23 +22,34 @@ from tools.diagnosis.rules import GENERIC, categorise
 from tools.diagnosis.series import find_spike
 from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from tools.diagnosis.streaming import condensed_text
-from tools.diagnosis.templates import find_templates
+from tools.diagnosis.templates import PRECURSORS, find_templates
 from tools.diagnosis.text import Line, split_lines, streams
-from tools.diagnosis.tracebacks import is_exception_type, parse_tracebacks
+from tools.diagnosis.tracebacks import is_exception_type, message_lines, parse_tracebacks, unmarked
 from tools.keywords import extract_keywords
 from tools.results import bounded
 from tools.runner import ProcessStack, RunRecord
 
 # Tiers of candidate root errors, lowest wins.
 _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
-                       r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError)$")
+                       r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback)$")
 _CONSEQUENCES = re.compile(r"(KeyboardInterrupt|SignalException|SystemExit|BrokenPipeError|CancelledError)$")
 _CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2\b|closing signal", re.IGNORECASE)
 _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
 _SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 _BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception))(?::\s+(?P<msg>.+))?$")
-_ENTRY_SCRIPT = re.compile(r"^\s*(?:\S*/)?([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
+_PYTEST_E = re.compile(r"^\s*E\s\s")
+
+
+def _bare_line(text: str) -> re.Match[str] | None:
+    """A lone error line, also as pasted: behind pytest's "E   ", a quote, or Markdown (`...`, **...**)."""
+    if _PYTEST_E.match(text):
+        text = text.lstrip()[1:]
+    text = text.lstrip(" \t>`*")
+    if text.startswith("_*"):
+        text = text[1:].lstrip("*")
+    return _BARE.match(text)
+_ENTRY_SCRIPT = re.compile(r"([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
                            r"of binary: .*?([\w.\-]+)\.py", re.MULTILINE)
 _NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|^[\d.e+-]+$|^\w?-\d+$|"
                             r"^(local_rank|return|exitcode|signal|input|invalid|encountered|Detected|Rank)$")
@@ -80,18 +91,28 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
         errors.append(error)
     report = parse_elastic(lines)
     for failure in report.failures:
-        if failure.exitcode is not None and failure.exitcode < 0 and "Signal" not in failure.traceback:
-            name = _SIGNAL_NAMES.get(-failure.exitcode, f"signal {-failure.exitcode}")
+        if failure.exitcode is None or failure.exitcode >= 0:
+            continue
+        name = _SIGNAL_NAMES.get(-failure.exitcode, f"signal {-failure.exitcode}")
+        # The report's "Signal N received" line names it, unless a traceback's message swallowed that line.
+        if "Signal" not in failure.traceback or not any(e.template == f"signal {name}" for e in errors):
             category = "host_oom" if failure.exitcode == -9 else "crash"
             errors.append(FoundError(type=f"Signal{name}", message=f"worker exited with {name}", line=failure.line,
                                      rank=failure.rank, chain=chain, source="report", template=f"signal {name}",
                                      category=category, start=failure.line, end=failure.line + 8))
             chain += 1
-    if not errors:
+    if all(e.type == "IncompleteTraceback" for e in errors):
+        # No complete error: lone error lines (a paste that lost the traceback's head) are the evidence.
+        by_rank = streams(lines)
         for ln in lines:
-            m = _BARE.match(ln.text)
-            if m and is_exception_type(m.group("type")):
-                errors.append(FoundError(type=m.group("type"), message=(m.group("msg") or "").strip(), line=ln.index,
+            m = _bare_line(ln.text)
+            if m and ln.index not in consumed and is_exception_type(m.group("type")):
+                first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
+                    (m.group("msg") or "").strip()
+                stream = by_rank[ln.rank]
+                pos = next(i for i, s in enumerate(stream) if s.index == ln.index)
+                message, _, _ = message_lines(stream[pos:pos + 40], 1, first)
+                errors.append(FoundError(type=m.group("type"), message=message, line=ln.index,
                                          rank=ln.rank, chain=chain, source="bare", start=ln.index, end=ln.index))
                 chain += 1
     if not errors:
@@ -126,13 +147,15 @@ def _choose(errors: list[FoundError], in_test: bool, report: ElasticReport) -> t
     for error in errors:
         chains.setdefault(error.chain, []).append(error)
     root_rank = report.root.rank if report.root else None
-    best: tuple[tuple[int, int, int], FoundError, str] | None = None
+    best: tuple[tuple[int, int, int, int], FoundError, str] | None = None
     for chain in chains.values():
         chain.sort(key=lambda e: e.link)
         category = _chain_category(chain, in_test)
         # The root of a chain is its first exception, unless that is a bare consequence of the wrapper's cause.
         head = chain[0]
-        key = (_tier(head, category), 0 if root_rank is None or head.rank in (None, root_rank) else 1, head.line)
+        precursor = int(head.source == "template" and head.type in PRECURSORS)
+        key = (_tier(head, category), 0 if root_rank is None or head.rank in (None, root_rank) else 1, precursor,
+               head.line)
         if best is None or key < best[0]:
             best = (key, head, category)
     return (best[1], best[2]) if best else None
@@ -255,7 +278,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     elif signal:
         signature = sig.build(f"signal {_SIGNAL_NAMES.get(signal, signal)}", "", [])
     else:
-        last = next((ln.text for ln in reversed(lines) if ln.text.strip()), "")
+        last = next((ln.text for ln in reversed(lines) if re.search(r"\w", ln.text)), "")
         signature = sig.build(f"exit {exit_code}" if exit_code is not None else "no-error", last, [])
     location = None
     for frame in reversed(frames):

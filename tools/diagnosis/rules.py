@@ -47,7 +47,8 @@ RULES: tuple[DiagRule, ...] = (
           r"exit (code|status) (137|-9)\b|out of (host|cpu|system) memory|\bOOM[- ]killer"),
     _rule("import_error", r"(ModuleNotFoundError|ImportError)$",
           r"cannot import name|No module named|cannot open shared object file|undefined symbol:|"
-          r"DLL load failed|requires the \S+ library but it was not found|partially initialized module"),
+          r"DLL load failed|requires the \S+ library but it was not found|partially initialized module|"
+          r"Failed to import \S+ because of the following error"),
     _rule("checkpoint_mismatch", r"(CheckpointException|UnpicklingError|SafetensorError|HeaderTooLarge)$",
           r"Error\(s\) in loading state_dict|Missing key\(s\) in state_dict|Unexpected key\(s\) in state_dict|"
           r"size mismatch for \S+: copying a param|Missing key in checkpoint|Weights only load failed|"
@@ -56,7 +57,7 @@ RULES: tuple[DiagRule, ...] = (
           r"does not exist|corrupt)|\.distcp|load_state_dict|state_dict\b.*(missing|unexpected|mismatch)|"
           r"(missing|unexpected) keys?\b.*(state_dict|checkpoint)|Could not find .* in (checkpoint|state_dict)|"
           r"no file named \S*(pytorch_model|model\.safetensors|\.bin|\.pt)"),
-    _rule("checkpoint_mismatch", r"^(KeyError|RuntimeError|ValueError|AssertionError)$",
+    _rule("checkpoint_mismatch", r"^(KeyError|RuntimeError|ValueError|AssertionError|IncompleteTraceback)$",
           function=r"^(load_state_dict|_load_from_state_dict|set_model_state_dict|set_optimizer_state_dict|"
                    r"set_state_dict|load_checkpoint|_load_checkpoint|load_sharded_checkpoint|"
                    r"_load_state_dict_from_keys)$|torch/distributed/checkpoint", both=True),

@@ -33,7 +33,8 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\s+", " "),
     )
 )
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(])")
+# PyTorch's "(when checking argument for argument X in method Y)" names the operation: it stays.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z]|\((?!when checking))")
 
 
 def parameterise(text: str) -> str:
@@ -47,9 +48,12 @@ def first_sentence(message: str) -> str:
     lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
     if not lines:
         return ""
-    head = lines[0]
-    if head.endswith(":") and len(lines) > 1:
-        head = f"{head} {lines[1].split(':', 1)[0]}"
+    head, more = lines[0], 1
+    while head.count("(") > head.count(")") and more < min(len(lines), 4):
+        head = f"{head} {lines[more]}"  # a parenthesis the log wrapped onto the next line
+        more += 1
+    if head.endswith(":") and len(lines) > more:
+        head = f"{head} {lines[more].split(':', 1)[0]}"
     head = _SENTENCE_END.split(head, 1)[0]
     return head[:240]
 

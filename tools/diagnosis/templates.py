@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from tools.diagnosis.errors import FoundError
 from tools.diagnosis.models import Frame
 from tools.diagnosis.text import Line
+from tools.diagnosis.tracebacks import exception_line, message_lines, unmarked
 
 
 @dataclass(frozen=True)
@@ -25,11 +26,16 @@ class Template:
     category: str | None
     identity: Callable[[re.Match[str]], str]
     """The signature identity of a match (None: let the rules decide)."""
+    typed: bool = False
+    """When the line is an exception line (`Type: message`), identify it as that exception: the same
+    error pasted without its traceback then keeps the signature it has with one."""
+    precursor: bool = False
+    """A C++ log line that a Python exception usually repeats (with frames) right after: that one wins ties."""
 
 
 def _t(name: str, pattern: str, category: str | None, identity: Callable[[re.Match[str]], str] | None = None,
-       flags: int = 0) -> Template:
-    return Template(name, re.compile(pattern, flags), category, identity or (lambda m, n=name: n))
+       flags: int = 0, typed: bool = False, precursor: bool = False) -> Template:
+    return Template(name, re.compile(pattern, flags), category, identity or (lambda m, n=name: n), typed, precursor)
 
 
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
@@ -60,14 +66,33 @@ TEMPLATES: tuple[Template, ...] = (
        lambda m: "signal SIGILL"),
     _t("CppTerminate", r"terminate called after throwing an instance of '([^']+)'", None,
        lambda m: f"terminate {m.group(1)}"),
+    _t("NCCLError", r"NCCL error:? (?:in: \S+ )?(unhandled system error|unhandled cuda error|internal error|"
+       r"invalid usage|invalid argument|remote process exited or there was a network error)", None,
+       lambda m: f"nccl-error {m.group(1)}", typed=True, precursor=True),
+    _t("NCCLErrorCode", r"^\W*(nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument|UnhandledCuda)Error)\b",
+       None, lambda m: f"nccl-error {m.group(1)}", precursor=True),
+    _t("C10dConnectTimeout", r"The client socket has timed out after \d+\s?m?s while trying to connect to|"
+       r"The server socket has failed to (?:listen|bind)", "distributed_error", lambda m: "c10d-socket-failure",
+       typed=True, precursor=True),
+    _t("CUDADeviceAssert", r"\.cuh?:\d+: .*block: \[[\d, ]+\], thread: \[[\d, ]+\] Assertion `(.+?)` failed",
+       "cuda_error", lambda m: f"cuda-device-assert {m.group(1)}", precursor=True),
+    _t("StateDictLoad", r"Error\(s\) in loading state_dict for", "checkpoint_mismatch", typed=True),
+    _t("StateDictMismatch", r"^\W*(size mismatch for \S+: copying a param|Missing key\(s\) in state_dict:|"
+       r"Unexpected key\(s\) in state_dict:)", "checkpoint_mismatch",
+       lambda m: "state-dict " + re.sub(r" for \S+: copying a param|\(s\) in state_dict:", "", m.group(1)).lower()),
+    # A running average in parentheses counts too: "grad_norm: 0.39 (nan)".
     _t("NonFiniteLoss",
-       r"\b(loss|grad[_ ]?norm|total[_ ]norm|gradnorm)\b['\"]?\s*[:=]?\s*(?:tensor\()?[-+]?(nan|inf)\b", "nonfinite",
+       r"\b(loss|grad[_ ]?norm|total[_ ]norm|gradnorm)\b['\"]?\s*[:=]?\s*(?:tensor\()?(?:[-+]?\d[\d.e+-]*\s*\()?"
+       r"[-+]?(nan|inf)\b", "nonfinite",
        lambda m: f"nonfinite {m.group(1).lower().replace(' ', '_')}", re.IGNORECASE),
     _t("LossScaleOverflow",
        r"loss scale already at minimum|Gradient overflow\. Skipping step|OVERFLOW! Rank \d+ Skipping", "nonfinite",
        lambda m: "fp16-overflow"),
-    _t("CUDAOOMLine", r"CUDA out of memory|CUDA error: out of memory", "cuda_oom", lambda m: "cuda-oom"),
+    _t("CUDAOOMLine", r"CUDA out of memory|CUDA error: out of memory", "cuda_oom", lambda m: "cuda-oom", typed=True),
 )
+
+
+PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
 
 
 def rank_in(text: str) -> int | None:
@@ -109,6 +134,13 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
                 message = what or message
                 yield FoundError(type=m.group(1), message=message, line=line.index, rank=rank, source="template",
                                  template=None, category=None, start=line.index, end=line.index + 2)
+                break
+            typed = exception_line(unmarked(line.text)) if template.typed else None
+            if typed:
+                same_rank = [ln for ln in lines[pos:pos + 40] if ln.rank == line.rank]
+                message, end, _ = message_lines(same_rank, 1, typed[1])
+                yield FoundError(type=typed[0], message=message[:2000], line=line.index, rank=rank, source="bare",
+                                 category=template.category, start=line.index, end=same_rank[end - 1].index)
                 break
             frames = _dump_frames(lines[pos + 1:pos + 200]) if template.name == "FatalPythonError" else []
             yield FoundError(type=template.name, message=message[:2000], line=line.index, rank=rank,

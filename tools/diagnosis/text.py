@@ -25,6 +25,10 @@ _LINE_DECOR = (
     re.compile(r"^\[\d+\] "),
     re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s"),
     re.compile(r"^\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?\]\s"),
+    re.compile(r"^ ?\d{4}-\d\d-\d\d \d\d:\d\d "),
+    re.compile(r"^> ?"),  # a log quoted in an issue comment
+    re.compile(r"^\[std(?:out|err)\]|^std(?:out|err): "),  # a launcher relaying its children's streams
+    re.compile(r"^\(\w+ pid=\d+(?:, ip=[\d.]+)?\) "),  # Ray: the actor or task a line came from
 )
 
 

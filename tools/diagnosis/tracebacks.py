@@ -41,6 +41,8 @@ _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Warning"
 _BARE_NAMES = {"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "GeneratorExit", "SystemExit",
                "AssertionError", "KeyError", "Exception", "BaseException", "RecursionError", "MemoryError"}
 # A line that starts a new log record: message continuation stops there.
+_MARKUP = "*_`>"
+_RULE = re.compile(r"^\s*([-=_])\1{9,}\s*$")
 _LOG_RECORD = re.compile(r"^\s*(\[?\d{4}-\d\d-\d\d[ T_]|\[?[IWEF]\d{4} \d\d:|\[(INFO|WARNING|ERROR|DEBUG)\b|"
                          r"(INFO|WARNING|ERROR|DEBUG|CRITICAL)[: ]|[WE]\d{4} |_{5,}|Exit code:|FAILED |PASSED )")
 
@@ -61,6 +63,18 @@ def exception_line(text: str) -> tuple[str, str] | None:
     if not m or not is_exception_type(m.group("type")):
         return None
     return m.group("type"), (m.group("msg") or "").strip()
+
+
+def unmarked(text: str) -> str:
+    """A pasted line without the Markdown around it (`**RuntimeError: ...**`, a backticked or quoted line)."""
+    return text.strip().strip(_MARKUP).strip()
+
+
+def _pasted_exception_line(text: str) -> tuple[str, str] | None:
+    found = exception_line(text)
+    if found or not (text.lstrip()[:1] in tuple(_MARKUP) or text.rstrip()[-1:] in tuple(_MARKUP)):
+        return found
+    return exception_line(unmarked(text))
 
 
 def _indent(text: str) -> int:
@@ -91,7 +105,7 @@ def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
     return frames, j
 
 
-def _message(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[str, int, bool]:
+def message_lines(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[str, int, bool]:
     """The exception message (first line plus continuation lines), its end, and whether a traceback
     embedded in the message follows (DataLoader's "Original Traceback", DCP's per-rank tracebacks,
     mp.spawn's "-- Process N terminated with the following error:")."""
@@ -101,7 +115,7 @@ def _message(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[st
     while j < n and len(parts) < limit:
         text = lines[j].text
         if not text.strip():
-            if blank_ok and j + 1 < n and lines[j + 1].text.strip():
+            if blank_ok and j + 1 < n and lines[j + 1].text.strip() and not _RULE.match(lines[j + 1].text):
                 j += 1
                 blank_ok = False
                 continue
@@ -146,18 +160,27 @@ def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError
     embedded = 0  # > 0: the next tracebacks are embedded in the last exception's message (its causes)
     while i < n:
         text = stream[i].text
-        if TB_START.search(text):
+        headerless = bool(FRAME.match(text))
+        if headerless or TB_START.search(text):
             start = i
             found = None
-            if _TB_STANDARD.search(text):
-                frames, j = _frames(stream, i + 1)
+            if headerless or _TB_STANDARD.search(text):
+                # A pasted excerpt often starts at the frames, without the "Traceback" header.
+                frames, j = _frames(stream, i if headerless else i + 1)
                 k = j
                 # Unprefixed junk from another process may sit between the frames and the error line.
                 while k < n and k <= j + 4:
-                    found = exception_line(stream[k].text)
+                    found = _pasted_exception_line(stream[k].text)
                     if found or TB_START.search(stream[k].text):
                         break
                     k += 1
+                if not found and frames and not headerless and not any(ln.text.strip() for ln in stream[j:]):
+                    # The log ends inside the traceback (cut off): the frames are all there is.
+                    chain += 1
+                    yield FoundError(type="IncompleteTraceback", message="", line=stream[j - 1].index,
+                                     rank=stream[j - 1].rank, frames=frames, chain=chain,
+                                     start=stream[start].index, end=stream[j - 1].index)
+                    break
             else:
                 loose = _loose(stream, i + 1)
                 frames, j = ([], i + 1) if loose is None else loose
@@ -167,7 +190,7 @@ def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError
                 i = max(j, i + 1)
                 pending_link = False
                 continue
-            message, end, embeds = _message(stream, k + 1, found[1])
+            message, end, embeds = message_lines(stream, k + 1, found[1])
             if embedded:
                 this_link = -1000 + embedded
                 embedded += 1

@@ -1,0 +1,149 @@
+"""Logs as people paste them into issue threads: excerpts, Markdown, quotes, relayed streams.
+
+The corpus (test_diagnosis_corpus.py) checks real examples; these tests pin each behaviour
+on a minimal log, so a regression names its cause.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tools.diagnosis import diagnose_text
+
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
+       "79.15 GiB of which 3.06 MiB is free.")
+
+
+def test_a_traceback_pasted_without_its_header_keeps_its_frames(tmp_path: Path) -> None:
+    log = ('  File "/work/proj/model.py", line 12, in forward\n'
+           '    return x @ self.w\n'
+           "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "shape_mismatch" and d.exception_type == "RuntimeError"
+    assert d.signature.endswith("|model:forward")
+
+
+def test_an_oom_line_without_traceback_has_the_signature_of_the_traceback(tmp_path: Path) -> None:
+    with_tb = diagnose_text(f"Traceback (most recent call last):\n{OOM}\n", tmp_path)
+    bare = diagnose_text(f"step 10 loss 2.3\n{OOM.replace('GPU 0', 'GPU 3')}\n", tmp_path)
+    assert with_tb.category == bare.category == "cuda_oom"
+    assert with_tb.signature == bare.signature
+
+
+def test_markdown_and_pytest_prefixes_around_an_error_line(tmp_path: Path) -> None:
+    bold = diagnose_text("**RuntimeError: CUDA error: device-side assert triggered**\n", tmp_path)
+    assert bold.category == "cuda_error" and bold.message == "CUDA error: device-side assert triggered"
+    ticks = diagnose_text("`RuntimeError: Expected all tensors to be on the same device, but found at least two "
+                          "devices, cpu and cuda:0! (when checking argument for argument mat2 in method wrapper_mm)`\n",
+                          tmp_path)
+    assert ticks.category == "device_mismatch" and "wrapper_mm" in ticks.signature
+    pytest_e = diagnose_text("E       _pickle.UnpicklingError: Weights only load failed. In PyTorch 2.6\n", tmp_path)
+    assert pytest_e.category == "checkpoint_mismatch" and pytest_e.exception_type == "_pickle.UnpicklingError"
+
+
+def test_the_operation_named_after_a_device_error_tells_two_bugs_apart(tmp_path: Path) -> None:
+    base = ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, "
+            "cuda:0 and cpu!")
+    index = diagnose_text(f"{base} (when checking argument for argument index in method wrapper__index_select)\n",
+                          tmp_path)
+    wrapped = diagnose_text(f"{base.replace('cuda:0', 'cuda:1')} (when checking argument for argument \n"
+                            "index in method wrapper__index_select)\n", tmp_path)
+    target = diagnose_text(f"{base} (when checking argument for argument target in method wrapper_nll_loss)\n",
+                           tmp_path)
+    assert index.signature == wrapped.signature != target.signature
+
+
+def test_a_quoted_log_and_a_relayed_stream_are_read_through(tmp_path: Path) -> None:
+    quoted = diagnose_text("> Traceback (most recent call last):\n>   File \"/a/b/train.py\", line 3, in <module>\n"
+                           ">     import flash_attn\n> ModuleNotFoundError: No module named 'flash_attn'\n", tmp_path)
+    assert quoted.category == "import_error" and quoted.exception_type == "ModuleNotFoundError"
+    relayed = diagnose_text("[stderr]  File \"/x/y/z.py\", line 1, in <module>\n[stderr]    import tensorboard\n"
+                            "[stderr]ModuleNotFoundError: No module named 'tensorboard'\n", tmp_path)
+    assert relayed.category == "import_error"
+    ray = diagnose_text("(TaskRunner pid=12) Traceback (most recent call last):\n"
+                        "(TaskRunner pid=12)   File \"/v/verl/worker.py\", line 71, in wake_up\n"
+                        "(TaskRunner pid=12)     ray.get(futures)\n"
+                        "(TaskRunner pid=12) ray.exceptions.ActorDiedError: The actor died unexpectedly.\n", tmp_path)
+    assert ray.exception_type == "ray.exceptions.ActorDiedError" and ray.signature.endswith("|worker:wake_up")
+
+
+def test_a_traceback_cut_off_by_the_paste_is_still_evidence(tmp_path: Path) -> None:
+    log = ("[rank3]: Traceback (most recent call last): (RANK 2)\n"
+           '[rank3]:   File "/usr/lib/python3.12/dist-packages/torch/distributed/checkpoint/state_dict_loader.py", '
+           "line 211, in local_step\n"
+           "[rank3]:     local_plan = planner.create_local_plan()\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.exception_type == "IncompleteTraceback" and d.category == "checkpoint_mismatch"
+    # A complete error elsewhere in the log wins over the cut-off traceback.
+    both = diagnose_text(f"{OOM}\n{log}", tmp_path)
+    assert both.category == "cuda_oom"
+
+
+def test_the_lone_error_after_a_cut_rich_traceback_beats_the_launchers_cut_traceback(tmp_path: Path) -> None:
+    log = ("│ ❱  88 │   p_mask = batch[\"attention_mask\"]   │\n"
+           "╰──────────────────────────────────────────────╯\n"
+           "KeyError: 'attention_mask'\n"
+           "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 7)\n"
+           "Traceback (most recent call last):\n"
+           '  File "/opt/conda/bin/torchrun", line 33, in <module>\n'
+           "    sys.exi\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.exception_type == "KeyError" and d.category == "python_exception"
+
+
+def test_a_cpp_log_line_loses_to_the_python_exception_that_repeats_it(tmp_path: Path) -> None:
+    log = ("/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [336,0,0], "
+           "thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+           "Traceback (most recent call last):\n"
+           '  File "/w/train.py", line 9, in <module>\n'
+           "    loss.item()\n"
+           "RuntimeError: CUDA error: device-side assert triggered\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "cuda_error" and d.exception_type == "RuntimeError"
+    alone = diagnose_text(log.split("\n", 1)[0], tmp_path)
+    assert alone.category == "cuda_error" and "srcIndex < srcSelectDimSize" in alone.signature
+
+
+def test_lines_without_a_traceback_that_name_the_failure(tmp_path: Path) -> None:
+    cases = {
+        "        size mismatch for fc.weight: copying a param with shape torch.Size([10, 4]) from checkpoint, "
+        "the shape in current model is torch.Size([2, 4]).": "checkpoint_mismatch",
+        "[E socket.cpp:957] [c10d] The client socket has timed out after 900s while trying to connect to "
+        "(10.0.0.1, 29500).": "distributed_error",
+        "ncclInternalError: Internal check failed.": "distributed_error",
+        "Collective WorkNCCL(SeqNum=2, OpType=ALLREDUCE) raised the following async exception: NCCL error: "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details)": "distributed_error",
+        "Epoch: [5]  loss: 6.59 (6.59)  grad_norm: 0.39 (nan)  time: 0.49": "nonfinite",
+        "RuntimeError: Failed to import transformers.models.llama.modeling_llama because of the following error "
+        "(look up to see its traceback):": "import_error",
+    }
+    for line, category in cases.items():
+        assert diagnose_text(f"{line}\n", tmp_path).category == category, line
+
+
+def test_a_swallowed_signal_line_still_names_the_killed_worker(tmp_path: Path) -> None:
+    log = ("  File \"/x/torch/distributed/launcher/api.py\", line 269, in launch_agent\n"
+           "    raise ChildFailedError(\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+           "============================================================\n"
+           "src/open_r1/grpo.py FAILED\n"
+           "------------------------------------------------------------\n"
+           "Root Cause (first observed failure):\n"
+           "[0]:\n"
+           "  rank      : 0 (local_rank: 0)\n"
+           "  exitcode  : -9 (pid: 14750)\n"
+           "  traceback : Signal 9 (SIGKILL) received by PID 14750\n"
+           "============================================================\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "host_oom" and d.signature.endswith("|signal SIGKILL in grpo||")
+
+
+def test_pathological_lines_are_read_in_linear_time(tmp_path: Path) -> None:
+    # A banner of '*' made an earlier prefix regex backtrack for minutes on a torchrun log.
+    lines = ["*" * 4000, ">" * 4000 + "x", " " * 4000 + "x", "E   " + " " * 4000, "`" * 4000, "_" * 4000,
+             "a" * 4000, "File " * 800]
+    text = "\n".join(lines * 25)
+    started = time.monotonic()
+    diagnose_text(text, tmp_path)
+    assert time.monotonic() - started < 5.0
