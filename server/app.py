@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ImageContent, TextContent
 from pydantic import Field
 
 import prompts
@@ -83,8 +83,12 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
                 f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
                 "Processes it started were stopped; please report this with the arguments used."
             ))
+        content: list[TextContent | ImageContent] = [
+            TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))
+        ]
+        content.extend(_image(path) for path in result.images())
         return CallToolResult(
-            content=[TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))],
+            content=content,
             structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)),
         )
 
@@ -105,6 +109,13 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
     handler.__name__ = spec.name
     description = inspect.cleandoc(input_model.__doc__ or spec.name)
     app.add_tool(handler, name=spec.name, description=description)
+
+
+def _image(path: Path) -> ImageContent:
+    import base64
+
+    return ImageContent(type="image", data=base64.b64encode(Path(path).read_bytes()).decode("ascii"),
+                        mime_type="image/png")
 
 
 def _error(message: str) -> CallToolResult:
