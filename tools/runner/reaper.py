@@ -1,0 +1,158 @@
+"""Finding and killing a run's processes: its tree, its group, and descendants that left both.
+
+A run's children carry the marker variable ROOTCAUSE_RUN_ID, so a descendant that started its own
+session is still found. Runs in flight are killed at interpreter exit and on SIGTERM/SIGHUP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import signal
+import time
+
+import psutil
+
+KILL_GRACE_S = 3.0
+RUN_MARKER = "ROOTCAUSE_RUN_ID"
+
+
+def process_tree(pid: int, run_id: str | None = None, since: float | None = None) -> list[psutil.Process]:
+    """The process and every descendant, plus (by the run marker) any that were re-parented away."""
+    found: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(pid)
+        found[root.pid] = root
+        for child in root.children(recursive=True):
+            found[child.pid] = child
+    except psutil.NoSuchProcess:
+        pass
+    if run_id is not None:
+        for proc in marked_processes(run_id, since):
+            found.setdefault(proc.pid, proc)
+    return list(found.values())
+
+
+def marked_processes(run_id: str, since: float | None) -> list[psutil.Process]:
+    marked = []
+    own = os.getpid()
+    for proc in psutil.process_iter(["create_time"]):
+        if proc.pid == own or (since is not None and (proc.info["create_time"] or 0) < since - 1):
+            continue
+        try:
+            if proc.environ().get(RUN_MARKER) == run_id:
+                marked.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return marked
+
+
+async def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Poll until the processes are gone (or zombies); returns those still alive. Never reaps:
+    psutil.wait_procs would waitpid() our direct child and steal its exit status from asyncio."""
+    deadline = time.monotonic() + timeout
+    alive = [p for p in procs if is_alive(p)]
+    while alive and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        alive = [p for p in alive if is_alive(p)]
+    return alive
+
+
+def signal_all(procs: list[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError):
+            pass
+
+
+async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
+    """SIGTERM (and SIGCONT, for stopped ones) the group and every process, grace period, then SIGKILL."""
+    if pgid is not None:
+        for sig in (signal.SIGTERM, signal.SIGCONT):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    signal_all(procs, signal.SIGTERM)
+    signal_all(procs, signal.SIGCONT)
+    alive = await wait_gone(procs, KILL_GRACE_S)
+    if pgid is not None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    signal_all(alive, signal.SIGKILL)
+    if alive:
+        await wait_gone(alive, 2.0)
+
+
+# Process groups of runs in flight: killed at interpreter exit should a run outlive its call
+# (a server stopped by its client between two awaits).
+ACTIVE_RUNS: dict[str, int] = {}
+
+
+def kill_active() -> None:
+    for run_id, pgid in list(ACTIVE_RUNS.items()):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in marked_processes(run_id, None):
+            try:
+                proc.kill()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+
+
+atexit.register(kill_active)
+_TERM_HANDLER_INSTALLED = False
+
+
+def install_term_handler() -> None:
+    """On SIGTERM/SIGHUP (a client stopping the server), kill the runs in flight, then die as before.
+
+    Python's default SIGTERM action skips atexit, and a run's own session would outlive us.
+    """
+    global _TERM_HANDLER_INSTALLED
+    if _TERM_HANDLER_INSTALLED:
+        return
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _TERM_HANDLER_INSTALLED = True
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        previous = signal.getsignal(signum)
+        if previous not in (signal.SIG_DFL, None):
+            continue  # someone (uvicorn, pytest) handles it already
+
+        def handler(received: int, _frame: object) -> None:
+            kill_active()
+            signal.signal(received, signal.SIG_DFL)
+            os.kill(os.getpid(), received)
+
+        signal.signal(signum, handler)
+
+
+def is_alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+
+
+async def teardown(proc: asyncio.subprocess.Process, run_id: str, started_wall: float) -> None:
+    """Kill whatever is left of the run (the tree, the group, marked strays), then reap the child."""
+    for _attempt in range(3):
+        leftovers = [p for p in process_tree(proc.pid, run_id, started_wall) if is_alive(p)]
+        if not leftovers and proc.returncode is not None:
+            break
+        await kill_tree(leftovers, proc.pid)
+        if proc.returncode is None:
+            try:
+                await asyncio.wait_for(proc.wait(), timeout=5)
+            except TimeoutError:
+                pass
+    ACTIVE_RUNS.pop(run_id, None)
