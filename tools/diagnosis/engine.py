@@ -109,7 +109,7 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
             if m and ln.index not in consumed and is_exception_type(m.group("type")):
                 first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
                     (m.group("msg") or "").strip()
-                stream = by_rank[ln.rank]
+                stream = by_rank[ln.stream]
                 pos = next(i for i, s in enumerate(stream) if s.index == ln.index)
                 message, _, _ = message_lines(stream[pos:pos + 40], 1, first)
                 errors.append(FoundError(type=m.group("type"), message=message, line=ln.index,

@@ -125,7 +125,7 @@ def message_lines(lines: list[Line], j: int, first: str, limit: int = 40) -> tup
             return message, j, bool(_EMBEDDED.search(text) or _EMBEDDED.search(message))
         if SEPARATOR.match(text) or FRAME.match(text):
             break
-        if _LOG_RECORD.match(text):
+        if _LOG_RECORD.match(text) or lines[j].record:
             break
         parts.append(text.strip() if not text.startswith("\t") else text.rstrip())
         blank_ok = False

@@ -1,0 +1,95 @@
+"""The one line model: prefixes peeled off real line shapes, streams told apart, tracebacks re-joined."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.logs.lines import LineModel, clean, iter_lines, split_lines, unflatten
+
+
+def _texts(text: str) -> list[str]:
+    return [ln.text for ln in split_lines(text)]
+
+
+def test_stacked_prefixes_are_peeled_and_rank_level_kept() -> None:
+    lines = split_lines(
+        "[rank0]:[titan] 2025-01-04 07:21:10,120 - root - INFO - step: 10  loss: 3.2100\n"
+        "[rank1]:[E1206 18:44:12.715298 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective\n"
+        "(VllmWorker rank=2 pid=4411) ERROR 03-25 10:38:06 [multiproc_executor.py:435] KeyError: 'w'\n"
+        "\x1b[31mERROR\x1b[0m Exception: Expected all tensors to be on the same device\n")
+    assert [ln.text for ln in lines][:4] == ["step: 10  loss: 3.2100", "[Rank 1] Watchdog caught collective",
+                                         "KeyError: 'w'", "Exception: Expected all tensors to be on the same device"]
+    assert [ln.rank for ln in lines][:4] == [0, 1, 2, None]
+    assert [ln.level for ln in lines][:4] == ["INFO", "ERROR", "ERROR", "ERROR"]
+    assert lines[2].worker == "VllmWorker pid=4411"
+
+
+def test_a_timestamp_on_every_line_is_decoration_not_a_record_start() -> None:
+    log = ("Mar 04 07:21:10 node3 python[2231]: Traceback (most recent call last):\n"
+           'Mar 04 07:21:10 node3 python[2231]:   File "/w/train.py", line 4, in <module>\n'
+           "Mar 04 07:21:10 node3 python[2231]:     main()\n"
+           "Mar 04 07:21:11 node3 python[2231]: ValueError: bad width\n")
+    lines = split_lines(log)
+    assert [ln.text for ln in lines][:2] == ["Traceback (most recent call last):", '  File "/w/train.py", line 4, '
+                                             "in <module>"]
+    assert not any(ln.record for ln in lines)
+    # Sparse logger lines start records.
+    sparse = split_lines("2024-03-04 07:21:10,123 - INFO - start\nplain output\nmore\nmore\n")
+    assert sparse[0].record and sparse[0].text == "start" and not sparse[1].record
+
+
+def test_ambiguous_prefixes_only_when_most_lines_carry_them() -> None:
+    srun = "0: hello\n1: world\n0: Traceback (most recent call last):\n"
+    assert [ln.rank for ln in split_lines(srun)] == [0, 1, 0, None]
+    lone = "Epochs done: 3\n12: not a label\nplain\nplain again\n"
+    assert [ln.rank for ln in split_lines(lone)][:2] == [None, None]
+    assert "12: not a label" in _texts(lone)
+    model = LineModel.detect(["> quoted", "> quoted too", "plain"])
+    assert model.split("> x")[0] == "x"
+    # pytest's summary lines keep their ERROR.
+    assert _texts("ERROR tests/test_a.py::test_b - RuntimeError: boom\n")[0].startswith("ERROR tests/")
+
+
+def test_flattened_and_escaped_tracebacks_are_unfolded() -> None:
+    flat = ('Traceback (most recent call last): File "/w/train.py", line 12, in <module> main() '
+            'File "/w/train.py", line 8, in main x = cfg["lr"] KeyError: \'lr\'')
+    assert unflatten(flat) == ["Traceback (most recent call last):", '  File "/w/train.py", line 12, in <module>',
+                               "    main()", '  File "/w/train.py", line 8, in main', '    x = cfg["lr"]',
+                               "KeyError: 'lr'"]
+    escaped = '{"error": "Traceback (most recent call last):\\n  File \\"/w/a.py\\", line 3, in f\\nValueError: x"}'
+    assert "ValueError: x\"}" in unflatten(escaped)[-1]
+
+
+def test_lines_hard_wrapped_mid_word_are_joined() -> None:
+    width = 70
+    long = "RuntimeError: The size of tensor a (4096) must match the size of tensor b (1024) at non-singleton dim 1"
+    wrapped = [long[i:i + width] for i in range(0, len(long), width)]
+    other = "W0304 07:21:10 warning: " + "grad norm is large; " * 8 + "end"
+    text = "\n".join(["Traceback (most recent call last):", '  File "/w/model.py", line 3, in forward',
+                      "    return self.proj(x) + y", *wrapped, "", *[other[i:i + width] for i in range(0, 140, width)],
+                      other[140:], "after"])
+    assert long in _texts(text) and other in _texts(text)
+    # Lines that merely share the longest length are left alone.
+    assert _texts("x" * 70 + "\n  y\n" + "x" * 70 + "\n  z\n" + "x" * 70 + "\n  w\n") == \
+        ["x" * 70, "  y", "x" * 70, "  z", "x" * 70, "  w", ""]
+
+
+def test_interleaved_tracebacks_without_prefixes_are_demultiplexed() -> None:
+    a = ["Traceback (most recent call last):", '  File "/w/train.py", line 9, in step', "    loss = model(x)",
+         "RuntimeError: shape mismatch"]
+    b = ["Traceback (most recent call last):", '  File "/w/train.py", line 12, in sync', "    dist.barrier()",
+         "torch.distributed.DistBackendError: NCCL communicator was aborted"]
+    lines = split_lines("\n".join(x for pair in zip(a, b, strict=True) for x in pair))
+    by_worker: dict[str | None, list[str]] = {}
+    for ln in lines:
+        by_worker.setdefault(ln.worker, []).append(ln.text)
+    assert by_worker == {"tb1": a, "tb2": b}
+
+
+def test_streaming_reader_matches_the_whole_text_reader(tmp_path: Path) -> None:
+    text = "".join(f"{r}: step {i} loss 1.{i}\n" for i in range(50) for r in (0, 1)) + "\x1b[0m0: done\r\n"
+    path = tmp_path / "log.txt"
+    path.write_text(text)
+    streamed = list(iter_lines(path, sample=10))
+    assert [(ln.rank, ln.text) for ln in streamed] == [(ln.rank, ln.text) for ln in split_lines(text)][:len(streamed)]
+    assert streamed[-1].text == "done" and clean("a\rb") == "a\nb"

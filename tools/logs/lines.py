@@ -1,0 +1,390 @@
+"""The one line model of every log reader: raw log text to normalised lines.
+
+A log's lines carry prefixes its content does not: ANSI colour codes, timestamps (syslog
+`Mar 04 07:21:10 `, ISO stamps), launcher tags naming a rank or worker (`[rank3]:`,
+`[default0]:`, `0: ` from srun -l, `(Worker pid=12)` from Ray), logger formats
+(`2024-03-04 07:21:10,123 - INFO - `, `INFO 03-04 07:21:10 [core.py:12] `, glog
+`[E1206 18:44:12.7 ProcessGroupNCCL.cpp:607] `). Prefixes are peeled off a line repeatedly
+(they stack: `[rank0]:[titan] 2025-... - root - INFO - `); each line keeps its rank, worker
+and log level. A prefix found on most lines is decoration; a timestamp or logger prefix on
+few lines marks the start of a log record (where an exception message ends).
+
+Ambiguous prefixes (a bare `0: `, a `> ` quote, `[12] ` line numbers, `stdout: ` relays)
+only count when most lines carry them: `LineModel.detect` learns which from a sample, so a
+streaming reader detects on the head of a file and applies the model to the rest.
+
+API: `clean`, `Line`, `LineModel` (`detect`, `split`), `split_lines`, `iter_lines`,
+`unflatten`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
+LEVELS = r"(?P<level>TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
+_TIME = r"\d\d:\d\d:\d\d(?:[.,]\d+)?"
+_ISO = rf"\d{{4}}[-/]\d\d[-/]\d\d[T _]{_TIME}(?:Z|\s?[+-]\d\d:?\d\d)?"
+
+
+@dataclass(frozen=True)
+class Prefix:
+    kind: str
+    pattern: re.Pattern[str]
+    always: bool
+    """Stripped wherever found; otherwise only when most lines of the log carry it."""
+    record: bool = False
+    """On few lines, it starts a log record (a logger line); on most, it is decoration."""
+
+
+def _p(kind: str, pattern: str, always: bool = True, record: bool = False) -> Prefix:
+    return Prefix(kind, re.compile(pattern), always, record)
+
+
+PREFIXES: tuple[Prefix, ...] = (
+    # Launchers' rank and worker tags.
+    _p("rank", r"^(?:[\w.\-]+:\s)?\[(?:rank|Rank|RANK)\s?(?P<rank>\d+)\]:\s?"),
+    _p("rank", r"^\[(?:default|trainer|worker|role)(?P<rank>\d+)\]:\s?"),
+    _p("rank", r"^(?:rank|Rank|RANK)\s+(?P<rank>\d+):\s"),
+    _p("rank", r"^\[(?P<rank>\d+),\d+\]<std(?:out|err)>:\s?"),
+    _p("worker", r"^\((?P<worker>[\w.\-]+)?\s*(?:rank=(?P<rank>\d+)\s*)?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:\-]+)?\)\s?"),
+    _p("srun", r"^\s{0,3}(?P<rank>\d{1,4}): ", always=False),
+    # Timestamps and collectors.
+    _p("syslog", rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?:[\w.\-]+ [\w.\-/]+(?:\[\d+\])?: )?", record=True),
+    _p("iso", rf"^\[?{_ISO}\]?:?(?:\s+-)?\s", record=True),
+    _p("iso-minutes", r"^ ?\d{4}-\d\d-\d\d \d\d:\d\d ", record=True),
+    _p("time", rf"^\[?{_TIME}\]?\s", always=False, record=True),
+    _p("lineno", r"^\[\d+\] ", always=False),
+    _p("quote", r"^> ?", always=False),
+    _p("relay", r"^\[std(?:out|err)\]\s?|^std(?:out|err): ", always=False),
+    # Logger formats (they keep the level).
+    _p("glog", rf"^\[?(?P<glevel>[IWEF])\d{{4}} {_TIME}\s+(?:\d+ )?[\w.\-]+:\d+\]\s?", record=True),
+    _p("vllm", rf"^{LEVELS} \d\d-\d\d {_TIME} (?:\[[\w.\-]+:\d+\]|[\w.\-]+:\d+\]) ", record=True),
+    _p("hf", rf"^\[{LEVELS}\|[\w.\-]+:\d+\] (?:{_ISO} )?>> ", record=True),
+    _p("deepspeed", rf"^\[{LEVELS}\] \[[\w.\-]+:\d+:\w+\] ", record=True),
+    _p("bracket-level", rf"^\[{LEVELS}\](?:\[[\w.\-]+\])?\s*(?:-\s)?", record=True),
+    _p("bracket-name", r"^\[(?:titan|torchtitan|accelerate[\w.]*|lightning[\w.]*|transformers[\w.]*)\]\s?",
+       record=True),
+    _p("dash-level", rf"^(?:[\w.\-<>]+ - )?{LEVELS} - ", record=True),
+    _p("colon-level", rf"^{LEVELS}:(?:[\w.\-]+:)?(?=\S)", record=True),
+    # Not pytest's `ERROR tests/t.py::test - ...` summary nor unittest's `ERROR: test_x (mod.Class)`.
+    _p("level", rf"^{LEVELS}(?::\s|\s+-?\s*)(?=\S)(?!\S*(?:::|\.py\b))(?!\w+ \([\w.]+\)$)", record=True),
+)
+_KINDS = {p.kind: p for p in PREFIXES}
+_GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+_MAX_PEEL = 8
+
+
+@dataclass(frozen=True)
+class Line:
+    index: int
+    """0-based position in the text (after a flattened traceback is unfolded, positions are of the unfolded text)."""
+    rank: int | None
+    text: str
+    worker: str | None = None
+    """A non-rank stream the line came from (`pid=123` of a Ray or vLLM worker, `tb2` for an interleaved
+    traceback told apart by its structure)."""
+    level: str | None = None
+    """The log level its logger prefix named (ERROR, WARNING, ...)."""
+    record: bool = False
+    """The line starts a log record (a logger prefix the log does not put on every line)."""
+
+    @property
+    def stream(self) -> tuple[int | None, str | None]:
+        """Where the line came from: its rank and worker ((None, None): unprefixed)."""
+        return self.rank, self.worker
+
+
+def clean(text: str) -> str:
+    """ANSI escapes removed, CRLF and lone CR (progress bars) turned into line breaks."""
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+
+
+@dataclass
+class Parsed:
+    rank: int | None = None
+    worker: str | None = None
+    level: str | None = None
+    kinds: list[str] = field(default_factory=list)
+
+
+def _peel(line: str, allowed: frozenset[str] | None) -> tuple[str, Parsed]:
+    """Strip stacked prefixes; `allowed` None strips the ambiguous ones too (used while detecting)."""
+    parsed = Parsed()
+    for _ in range(_MAX_PEEL):
+        for prefix in PREFIXES:
+            if not prefix.always and allowed is not None and prefix.kind not in allowed:
+                continue
+            if prefix.kind in parsed.kinds and prefix.kind not in ("rank", "worker"):
+                continue
+            m = prefix.pattern.match(line)
+            if not m or (m.end() == 0):
+                continue
+            groups = m.groupdict()
+            if prefix.kind == "srun" and parsed.rank is not None:
+                continue
+            if groups.get("rank") is not None and parsed.rank is None:
+                parsed.rank = int(groups["rank"])
+            if prefix.kind == "worker":
+                parsed.worker = f"{groups.get('worker') or 'worker'} pid={groups['pid']}"
+            level = groups.get("level") or _GLOG_LEVEL.get(groups.get("glevel") or "")
+            if level and parsed.level is None:
+                parsed.level = "WARNING" if level == "WARN" else level
+            parsed.kinds.append(prefix.kind)
+            line = line[m.end():]
+            break
+        else:
+            break
+    return line, parsed
+
+
+@dataclass(frozen=True)
+class LineModel:
+    """Which ambiguous prefixes a log uses, and which prefixes are on most of its lines (decoration)."""
+
+    allowed: frozenset[str] = frozenset()
+    everywhere: frozenset[str] = frozenset()
+    """Prefixes on (nearly) every line: decoration, not the start of a record."""
+
+    @classmethod
+    def detect(cls, sample: Iterable[str], threshold: float = 0.5, decoration: float = 0.97) -> LineModel:
+        counts: dict[str, int] = {}
+        total = 0
+        for raw in sample:
+            if not raw.strip():
+                continue
+            total += 1
+            _, parsed = _peel(raw, None)
+            for kind in set(parsed.kinds):
+                counts[kind] = counts.get(kind, 0) + 1
+        if not total:
+            return cls()
+        frequent = {k for k, c in counts.items() if c > threshold * total}
+        allowed = frozenset(p.kind for p in PREFIXES if not p.always and p.kind in frequent)
+        return cls(allowed, frozenset(k for k, c in counts.items() if c >= decoration * total))
+
+    def split(self, raw: str) -> tuple[str, Parsed]:
+        """The line's content without its prefixes, and what the prefixes said."""
+        text, parsed = _peel(raw, self.allowed)
+        return text, parsed
+
+    def line(self, index: int, raw: str) -> Line:
+        text, parsed = self.split(raw)
+        record = any(_KINDS[k].record and k not in self.everywhere for k in parsed.kinds)
+        return Line(index, parsed.rank, text.rstrip(), parsed.worker, parsed.level, record)
+
+
+_FLAT_TB = re.compile(r"Traceback \(most recent call last\):?\s*(?:\\n|\s)\s*File ")
+_FLAT_FRAME = re.compile(r'\s*(?:\\n)?\s*(?=File "[^"]+", line \d+)')
+_FLAT_IN = re.compile(r'^(File "[^"]+", line \d+(?:, in [\w.<>]+)?)\s*(.*)$')
+_FLAT_EXC = re.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Timeout))"
+                       r"(?::\s|:$|$)")
+
+
+def unflatten(raw: str) -> list[str]:
+    """A traceback flattened onto one line (a JSON string with `\\n`, a log joining lines) as its lines."""
+    if not _FLAT_TB.search(raw):
+        return [raw]
+    if "\\n" in raw:
+        return raw.replace('\\"', '"').replace("\\'", "'").replace("\\t", "    ").split("\\n")
+    head, _, rest = raw.partition("Traceback (most recent call last)")
+    out = [f"{head}Traceback (most recent call last):"] if head.strip() else ["Traceback (most recent call last):"]
+    parts = [p for p in _FLAT_FRAME.split(rest.lstrip(":").strip()) if p.strip()]
+    for n, part in enumerate(parts):
+        m = _FLAT_IN.match(part.strip())
+        if not m:
+            out.append(part.strip())
+            continue
+        out.append(f"  {m.group(1)}")
+        tail = m.group(2).strip()
+        if n == len(parts) - 1 and tail:
+            exc = None
+            for found in _FLAT_EXC.finditer(tail):
+                exc = found
+                break
+            if exc:
+                code = tail[:exc.start(1)].strip()
+                if code:
+                    out.append(f"    {code}")
+                out.append(tail[exc.start(1):].strip())
+                continue
+        if tail:
+            out.append(f"    {tail}")
+    return out
+
+
+def _unwrap_width(raw: list[str]) -> list[str]:
+    """Lines hard-wrapped mid-word at a fixed width (by a terminal or a mail client) joined again.
+
+    The wrap width is the longest line's length; the log counts as wrapped when at least 3 lines of
+    that length (and most of them) break a token (no space on either side of the break)."""
+    lengths = [len(r) for r in raw if r.strip()]
+    if len(lengths) < 5:
+        return raw
+    width = max(lengths)
+    if width < 60:
+        return raw
+
+    def breaks(i: int) -> bool:
+        return len(raw[i]) == width and i + 1 < len(raw) and bool(raw[i + 1]) and not raw[i][-1].isspace() \
+            and not raw[i + 1][0].isspace()
+
+    at_width = [i for i, r in enumerate(raw) if len(r) == width]
+    mid_word = [i for i in at_width if breaks(i)]
+    if len(mid_word) < 3 or len(mid_word) < 0.5 * len(at_width):
+        return raw
+    joined: list[str] = []
+    carry = ""
+    for i, r in enumerate(raw):
+        carry += r
+        if not breaks(i):
+            joined.append(carry)
+            carry = ""
+    if carry:
+        joined.append(carry)
+    return joined
+
+
+_FRAME_HEAD = re.compile(r'^\s*File "')
+_FRAME = re.compile(r'^\s*File "[^"]+", line \d+')
+
+
+def _rejoin_frames(raw: list[str]) -> list[str]:
+    """A frame line broken inside its path or before its line number is joined with its continuation."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        r = raw[i]
+        if _FRAME_HEAD.match(r) and not _FRAME.match(r) and i + 1 < len(raw):
+            for glue in ("", " "):
+                if _FRAME.match(r + glue + raw[i + 1].lstrip()):
+                    out.append(r + glue + raw[i + 1].lstrip())
+                    i += 2
+                    break
+            else:
+                out.append(r)
+                i += 1
+            continue
+        out.append(r)
+        i += 1
+    return out
+
+
+def raw_lines(text: str) -> list[str]:
+    """The text's lines, cleaned, with flattened tracebacks unfolded and hard-wrapped lines joined."""
+    raw = clean(text).split("\n")
+    if "Traceback (most recent call last)" in text:
+        unfolded: list[str] = []
+        for r in raw:
+            unfolded.extend(unflatten(r) if "Traceback" in r else [r])
+        raw = unfolded
+    return _rejoin_frames(_unwrap_width(raw))
+
+
+def split_lines(text: str) -> list[Line]:
+    """Every line of a text, normalised, with the model detected from the text itself."""
+    raw = raw_lines(text)
+    model = LineModel.detect(raw[:20_000])
+    return demux([model.line(i, r) for i, r in enumerate(raw)])
+
+
+def iter_lines(path: Path, sample: int = 2_000, encoding: str = "utf-8") -> Iterator[Line]:
+    """A file's lines, streaming: the model is detected on its first `sample` lines."""
+    with open(path, encoding=encoding, errors="replace", newline="") as fh:
+        head: list[str] = []
+        for raw in fh:
+            head.extend(clean(raw).rstrip("\n").split("\n"))
+            if len(head) >= sample:
+                break
+        model = LineModel.detect(head)
+        index = 0
+        for raw in head:
+            yield model.line(index, raw)
+            index += 1
+        for chunk in fh:
+            for raw in clean(chunk).rstrip("\n").split("\n"):
+                yield model.line(index, raw)
+                index += 1
+
+
+# Interleaved tracebacks without prefixes (several processes writing one stderr): told apart by structure.
+_TB_HEAD = re.compile(r"Traceback \(most recent call last\)")
+_EXC = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Exit|Failure|Timeout)(?::|$)")
+_CARET = re.compile(r"^\s*[\^~]+\s*$")
+
+
+def demux(lines: list[Line]) -> list[Line]:
+    """Give each of several interleaved unprefixed tracebacks its own worker label (`tb1`, `tb2`, ...).
+
+    Only where a traceback header appears while another traceback of the same stream is still
+    listing frames. Each line goes to the open traceback whose structure expects it: a `File` line
+    to the oldest one expecting a frame, a code line to the oldest one expecting code, an exception
+    line to the oldest one with frames.
+    """
+    out = list(lines)
+    open_at: dict[object, int] = {}
+    interleaved: set[object] = set()
+    for i, ln in enumerate(lines):
+        key = ln.stream
+        if _TB_HEAD.search(ln.text):
+            if key in open_at:
+                interleaved.add(key)
+            open_at[key] = i
+        elif key in open_at and _EXC.match(ln.text):
+            del open_at[key]
+    if not interleaved:
+        return out
+    for key in interleaved:
+        _demux_stream([i for i, ln in enumerate(lines) if ln.stream == key], out)
+    return out
+
+
+@dataclass
+class _Open:
+    label: str
+    expect: str  # "frame" (a File or exception line next) or "code"
+    frames: int = 0
+
+
+def _demux_stream(positions: list[int], out: list[Line]) -> None:
+    active: list[_Open] = []
+    closed: _Open | None = None
+    last: _Open | None = None
+    count = 0
+    for i in positions:
+        ln = out[i]
+        text = ln.text
+        target: _Open | None = None
+        if _TB_HEAD.search(text):
+            count += 1
+            target = _Open(f"tb{count}", "frame")
+            active.append(target)
+            closed = None
+        elif not active:
+            continue
+        elif _FRAME.match(text):
+            target = next((t for t in active if t.expect == "frame"), active[0])
+            target.expect, target.frames = "code", target.frames + 1
+        elif _CARET.match(text):
+            target = last
+        elif _EXC.match(text.strip()) and not text.startswith(" "):
+            target = next((t for t in active if t.expect == "frame" and t.frames), None) or \
+                next((t for t in active if t.frames), active[0])
+            active.remove(target)
+            closed = target
+        elif text.startswith((" ", "\t")) and text.strip():
+            target = next((t for t in active if t.expect == "code"), None) or last
+            if target is not None and target.expect == "code":
+                target.expect = "frame"
+        elif not text.strip():
+            closed = None
+        else:
+            target = closed
+        if target is None:
+            continue
+        last = target
+        worker = f"{ln.worker} {target.label}" if ln.worker else target.label
+        out[i] = Line(ln.index, ln.rank, ln.text, worker, ln.level, ln.record)
