@@ -216,6 +216,9 @@ def unflatten(raw: str) -> list[str]:
     return out
 
 
+_RULE_END = re.compile(r"([^\w\s])\1\1$")  # a line ending in a rule (====, ____) is filled to the width on purpose
+
+
 def _unwrap_width(raw: list[str]) -> list[str]:
     """Lines hard-wrapped mid-word at a fixed width (by a terminal or a mail client) joined again.
 
@@ -230,7 +233,7 @@ def _unwrap_width(raw: list[str]) -> list[str]:
 
     def breaks(i: int) -> bool:
         return len(raw[i]) == width and i + 1 < len(raw) and bool(raw[i + 1]) and not raw[i][-1].isspace() \
-            and not raw[i + 1][0].isspace()
+            and not raw[i + 1][0].isspace() and not _RULE_END.search(raw[i])
 
     at_width = [i for i, r in enumerate(raw) if len(r) == width]
     mid_word = [i for i in at_width if breaks(i)]

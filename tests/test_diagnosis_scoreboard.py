@@ -1,0 +1,45 @@
+"""The scoreboard: per-category accuracy, same-bug and near-miss pair agreement of a labelled folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from tools.diagnosis.scoreboard import main, score, table
+
+OOM = """Traceback (most recent call last):
+  File "/home/{who}/train.py", line 9, in step
+    loss.backward()
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {n} MiB. GPU 0 has a total capacity of 79.15 GiB
+"""
+KEYERROR = 'Traceback (most recent call last):\n  File "/w/a.py", line 3, in f\nKeyError: \'{key}\'\n'
+
+
+def _folder(tmp_path: Path) -> Path:
+    logs = {"oom_a.log": OOM.format(who="ann", n=20), "oom_b.log": OOM.format(who="bob", n=512),
+            "key_lr.log": KEYERROR.format(key="lr"), "key_width.log": KEYERROR.format(key="width"),
+            "key_lr_again.log": KEYERROR.format(key="lr")}
+    for name, text in logs.items():
+        (tmp_path / name).write_text(text)
+    labels = [{"file": "oom_a.log", "category": "cuda_oom", "group": "oom"},
+              {"file": "oom_b.log", "category": "cuda_oom", "group": "oom"},
+              {"file": "key_lr.log", "category": "python_exception"},
+              {"file": "key_width.log", "category": "python_exception"},
+              # Labelled wrong on purpose: the scoreboard must count it as a miss.
+              {"file": "key_lr_again.log", "category": "checkpoint_mismatch"}]
+    (tmp_path / "labels.yaml").write_text(yaml.safe_dump(labels))
+    return tmp_path
+
+
+def test_scores_accuracy_same_bug_and_near_miss_pairs(tmp_path: Path, capsys) -> None:
+    result, _ = score(_folder(tmp_path))
+    assert result.per_category == {"cuda_oom": [2, 2], "python_exception": [2, 2], "checkpoint_mismatch": [0, 1]}
+    assert result.same_bug == [1, 1]  # two reporters' paths do not split the OOM
+    assert result.near_miss == [1, 1]  # KeyError 'lr' vs KeyError 'width' (same type, same category)
+    assert result.wrong == ["key_lr_again.log: python_exception (want checkpoint_mismatch)"]
+    rows = table([result]).splitlines()
+    assert "| cuda_oom | 2/2 (100%) |" in rows and "| **all categories** | **4/5 (80%)** |" in rows
+    assert main([str(tmp_path), "-v"]) == 0
+    out = capsys.readouterr().out
+    assert "near-miss pairs split | 1/1 (100%)" in out and "key_lr_again.log" in out
