@@ -1,1 +1,1 @@
-"""The one log reader: line normalisation (lines) shared by the diagnosis and the metric extractor."""
+"""Reading training and run logs: line normalisation and the one metric extractor."""

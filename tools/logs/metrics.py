@@ -1,0 +1,602 @@
+"""The one metric extractor: per-step loss / grad_norm / lr (and other numbers) from training logs.
+
+Every tool that reads metrics from a log uses it: analyze_training_log, diagnose_log's spike
+template and the run observation that decides that a run which exited 0 printed NaN losses.
+
+    series = scan_metrics(path_or_lines)        # a MetricSeries
+    series.first_nonfinite                      # NonFinite(step, metric, value, line) or None
+    series.spikes()                             # the one spike rule (SPIKE_RULE), loss and grad_norm
+
+Lines are read one at a time (streaming). Each line, after its launcher prefix is split off
+(the rank), gives at most one record per carriage-return segment: the first format that finds
+numbers wins, in the order JSON, Python dict (HF Trainer), tqdm / Lightning postfix,
+`| key value |` columns (Megatron), then `key=value`, `key: value` and space-separated
+`key value` pairs (nanoGPT `iter N:`, torchtitan `step: N  loss: X`, DeepSpeed `step=N`).
+A CSV / TSV file is recognised by its header row. Metric names go through one vocabulary
+(metric_names.yaml). One rank is read: rank 0 when it prints metrics, else the first stream
+that does. Per-step numbers are kept in compact arrays (loss, grad_norm, lr and every metric
+named like a loss or a norm); other metrics keep a running summary only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from tools.diagnosis.text import split_lines
+
+NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
+_NUM_RE = re.compile(NUM, re.IGNORECASE)
+_WORD = r"[A-Za-z_][\w./-]*"
+_VALUE = (rf"(?:tensor\(\s*|\[\s*)?['\"]?(?P<val>{NUM})['\"]?(?:\s*/\s*\d+\s*\]?)?"
+          r"(?![\w.]|:\S|,\d{3}\b)")
+# A key that ends in loss / norm / rate may take one qualifier word ("lm loss", "grad norm",
+# "val loss", "learning rate") and any separator; other keys are several words before ':' or '=',
+# or one word before whitespace.
+_PAIR = re.compile(
+    rf"(?<![\w./-])(?:(?P<k1>(?:{_WORD} )?[\w./-]*(?:loss|norm|rate))(?:\s*[:=]\s*|\s+)"
+    rf"|(?P<k2>{_WORD}(?: {_WORD}){{0,3}})\s*[:=]\s*|(?P<k3>{_WORD})\s+){_VALUE}",
+    re.IGNORECASE)
+_PY_PAIR = re.compile(rf"""['"](?P<key>[^'"]+)['"]\s*:\s*(?:tensor\(\s*)?['"]?(?P<val>{NUM})""", re.IGNORECASE)
+_PIPE_SEGMENT = re.compile(
+    rf"^\s*(?P<key>{_WORD}(?: {_WORD}){{0,5}}(?: \([\w/ ]+\))?)\s*[:=]?\s*(?:tensor\(\s*)?(?P<val>{NUM})"
+    r"(?:\s*/\s*\d+)?\s*$", re.IGNORECASE)
+_TQDM = re.compile(r"(?P<n>\d+)/(?P<total>\d+|\?)\s*\[[^\]]*?(?:it/s|s/it|\?it/s)\s*,\s*(?P<postfix>[^\]]*)\]")
+_LIGHTNING_EPOCH = re.compile(r"Epoch (\d+):\s+\d+%")
+_HAS_NUMBER = re.compile(r"\d|nan|inf", re.IGNORECASE)
+_DELIMITED_KEY = re.compile(rf"^\s*['\"]?{_WORD}['\"]?\s*$")
+
+IGNORED = "ignored"
+"""MetricRecord.format of numbers on a line that names no loss, norm or step (kept for error messages)."""
+RECOGNISED = ("loss", "grad_norm", "lr")
+SPIKE_WINDOW = 20
+SPIKE_FACTOR = 3.0
+SPIKE_MIN_HISTORY = 5
+SPIKE_RULE = (f"a finite value above {SPIKE_FACTOR:g}x the median of the previous {SPIKE_WINDOW} finite values "
+              f"of the same metric (loss and grad_norm only, never lr; at least {SPIKE_MIN_HISTORY} previous values "
+              "and a positive median needed)")
+PREFIXED = object()
+"""feed()'s default rank: split the launcher prefix off the line to learn it."""
+RANK_RULE = "rank 0 when it prints metrics, else the first rank (or unprefixed stream) that does"
+
+
+# -- vocabulary ---------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Vocabulary:
+    names: dict[str, str]
+    training_prefixes: tuple[str, ...]
+    spike_metrics: tuple[str, ...]
+    kept_series_words: tuple[str, ...]
+
+
+def _normalise_key(key: str) -> str:
+    k = re.sub(r"\([^)]*\)", "", key.strip().strip("'\"").lower())
+    return re.sub(r"[\s-]+", "_", k.strip()).strip("_")
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> Vocabulary:
+    data = yaml.safe_load((Path(__file__).with_name("metric_names.yaml")).read_text(encoding="utf-8"))
+    names = {_normalise_key(spelling): name for name, spellings in data["canonical"].items()
+             for spelling in [name, *spellings]}
+    return Vocabulary(names, tuple(data["training_prefixes"]), tuple(data["spike_metrics"]),
+                      tuple(data["kept_series_words"]))
+
+
+@lru_cache(maxsize=8192)
+def canonical(key: str) -> str:
+    """The vocabulary's name for a printed key (`lm loss` -> loss, `train/grad_norm` -> grad_norm)."""
+    vocab = vocabulary()
+    k = _normalise_key(key)
+    if k in vocab.names:
+        return vocab.names[k]
+    for prefix in vocab.training_prefixes:
+        if k.startswith(prefix) and len(k) > len(prefix):
+            k = k[len(prefix):]
+            break
+    return vocab.names.get(k, k)
+
+
+def keeps_points(metric: str) -> bool:
+    return metric in RECOGNISED or any(w in metric for w in vocabulary().kept_series_words)
+
+
+# -- one line -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class MetricRecord:
+    step: int | None
+    metrics: dict[str, float]
+    format: str
+
+
+def _pairs(matches: Iterator[re.Match[str]]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for m in matches:
+        key = m.group("key") if "key" in m.re.groupindex else (m.group("k1") or m.group("k2") or m.group("k3"))
+        try:
+            found.setdefault(canonical(key), float(m.group("val")))
+        except ValueError:
+            continue
+    return found
+
+
+def _flatten_json(obj: object, prefix: str = "") -> Iterator[tuple[str, float]]:
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _flatten_json(value, f"{prefix}/{key}" if prefix else str(key))
+    elif isinstance(obj, (int, float)) and not isinstance(obj, bool):
+        yield prefix, float(obj)
+    elif isinstance(obj, str) and _NUM_RE.fullmatch(obj.strip()):
+        yield prefix, float(obj.strip())
+
+
+def _json_key(key: str) -> str:
+    """`metrics/loss` -> loss, but `eval/loss` stays apart from the training loss."""
+    name = canonical(key)
+    if "/" in name:
+        parent, _, leaf = key.rpartition("/")
+        if canonical(leaf) in (*RECOGNISED, "step") and not re.search(r"eval|val|test", parent, re.IGNORECASE):
+            return canonical(leaf)
+    return name
+
+
+def parse_json(text: str) -> dict[str, float] | None:
+    start = text.find("{")
+    if start < 0 or not text.rstrip().endswith("}"):
+        return None
+    try:
+        obj = json.loads(text[start:])
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    found: dict[str, float] = {}
+    for key, value in _flatten_json(obj):
+        found.setdefault(_json_key(key), value)
+    return found
+
+
+def parse_pydict(text: str) -> dict[str, float] | None:
+    start = text.find("{")
+    if start < 0 or "}" not in text[start:]:
+        return None
+    return _pairs(_PY_PAIR.finditer(text[start:]))
+
+
+def parse_tqdm(text: str) -> dict[str, float] | None:
+    m = _TQDM.search(text)
+    if not m:
+        return None
+    found = _pairs(_PAIR.finditer(m.group("postfix")))
+    if not found:
+        return None
+    step = int(m.group("n"))
+    epoch = _LIGHTNING_EPOCH.search(text, 0, m.start())
+    if epoch and m.group("total") != "?":  # Lightning restarts the bar every epoch: make steps global
+        step += int(epoch.group(1)) * int(m.group("total"))
+    found.setdefault("step", float(step))
+    return found
+
+
+def parse_pipe(text: str) -> dict[str, float] | None:
+    if text.count("|") < 2:
+        return None
+    found: dict[str, float] = {}
+    for segment in text.split("|"):
+        m = _PIPE_SEGMENT.match(segment)
+        if m:
+            try:
+                found.setdefault(canonical(m.group("key")), float(m.group("val")))
+            except ValueError:
+                continue
+    return found
+
+
+def parse_pairs(text: str) -> dict[str, float] | None:
+    return _pairs(_PAIR.finditer(text))
+
+
+PARSERS = (("json", parse_json), ("python_dict", parse_pydict), ("tqdm", parse_tqdm), ("pipe", parse_pipe),
+           ("pairs", parse_pairs))
+
+
+def _is_metric_record(found: dict[str, float]) -> bool:
+    """A record worth keeping: it names a loss or a norm, or it carries an explicit step."""
+    if "runtime" in found:
+        return False  # HF's end-of-training summary (train_runtime, averaged train_loss), not a step
+    return "step" in found or any("loss" in k or "norm" in k for k in found)
+
+
+def _as_step(value: float | None) -> int | None:
+    if value is None or not math.isfinite(value) or value != int(value) or value < 0:
+        return None
+    return int(value)
+
+
+def parse_text(text: str) -> MetricRecord | None:
+    """The record of one normalised line segment (no launcher prefix, no carriage return)."""
+    if not _HAS_NUMBER.search(text):
+        return None
+    for name, parser in PARSERS:
+        found = parser(text)
+        if not found:
+            continue
+        if not _is_metric_record(found):
+            return MetricRecord(None, found, IGNORED)
+        step = _as_step(found.pop("step", None))
+        return MetricRecord(step, found, name) if found else None
+    return None
+
+
+# -- delimited files ----------------------------------------------------------------------------------------------
+
+def _delimited_header(text: str) -> tuple[str, list[str]] | None:
+    """(delimiter, canonical column names) when a line is the header row of a CSV / TSV metrics file."""
+    for sep in ("\t", ","):
+        cells = text.split(sep)
+        if len(cells) < 2 or not all(_DELIMITED_KEY.match(c) for c in cells):
+            continue
+        names = [_json_key(c.strip().strip("'\"")) for c in cells]
+        if "step" in names or any(n in RECOGNISED or "loss" in n for n in names):
+            return sep, names
+    return None
+
+
+def _delimited_row(text: str, sep: str, names: list[str]) -> dict[str, float] | None:
+    cells = text.split(sep)
+    if len(cells) != len(names):
+        return None
+    found: dict[str, float] = {}
+    for name, cell in zip(names, cells, strict=True):
+        cell = cell.strip().strip("'\"")
+        if cell and _NUM_RE.fullmatch(cell):
+            found.setdefault(name, float(cell))
+    return found
+
+
+# -- series -------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    """Summary of one metric's values in step order."""
+    count: int = 0
+    nonfinite: int = 0
+    first_step: int = 0
+    last_step: int = 0
+    min: float | None = None
+    max: float | None = None
+    first: float | None = None
+    last: float | None = None
+    final: float | None = None
+    trailing_nonfinite: int = 0
+    first_nonfinite_step: int | None = None
+
+    def add(self, step: int, value: float) -> None:
+        if not self.count:
+            self.first_step = step
+        self.count += 1
+        self.last_step = step
+        self.final = value
+        if math.isfinite(value):
+            self.trailing_nonfinite = 0
+            self.last = value
+            if self.first is None:
+                self.first = value
+            self.min = value if self.min is None else min(self.min, value)
+            self.max = value if self.max is None else max(self.max, value)
+        else:
+            self.nonfinite += 1
+            self.trailing_nonfinite += 1
+            if self.first_nonfinite_step is None:
+                self.first_nonfinite_step = step
+
+
+@dataclass
+class Points:
+    """One metric's values by step (sorted, one value per step: the first printed), with log line numbers."""
+    steps: np.ndarray
+    values: np.ndarray
+    lines: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def stats(self) -> Stats:
+        s = Stats()
+        if not len(self):
+            return s
+        finite = np.isfinite(self.values)
+        good = self.values[finite]
+        s.count, s.nonfinite = len(self), int((~finite).sum())
+        s.first_step, s.last_step = int(self.steps[0]), int(self.steps[-1])
+        s.final = float(self.values[-1])
+        if len(good):
+            s.min, s.max, s.first, s.last = float(good.min()), float(good.max()), float(good[0]), float(good[-1])
+            s.trailing_nonfinite = len(self) - 1 - int(np.flatnonzero(finite)[-1])
+        else:
+            s.trailing_nonfinite = len(self)
+        if s.nonfinite:
+            s.first_nonfinite_step = int(self.steps[int(np.argmin(finite))])
+        return s
+
+
+@dataclass
+class Spike:
+    step: int
+    metric: str
+    value: float
+    factor: float
+    median: float
+    line: int | None = None
+
+
+@dataclass
+class NonFinite:
+    step: int
+    metric: str
+    value: float
+    line: int | None = None
+
+
+def _rolling_medians(values: np.ndarray) -> np.ndarray:
+    """medians[i]: median of values[max(0, i - WINDOW):i] (NaN when fewer than MIN_HISTORY)."""
+    n = len(values)
+    medians = np.full(n, np.nan)
+    for i in range(SPIKE_MIN_HISTORY, min(n, SPIKE_WINDOW)):
+        medians[i] = np.median(values[:i])
+    if n > SPIKE_WINDOW:
+        windows = np.lib.stride_tricks.sliding_window_view(values[:-1], SPIKE_WINDOW)
+        medians[SPIKE_WINDOW:] = np.median(windows, axis=1)
+    return medians
+
+
+def find_spikes(steps: np.ndarray, values: np.ndarray, metric: str,
+                lines: np.ndarray | None = None) -> list[Spike]:
+    """The one spike rule (SPIKE_RULE) over a metric's values in step order; non-finite values are skipped."""
+    finite = np.isfinite(values)
+    idx = np.flatnonzero(finite)
+    vals = values[idx]
+    medians = _rolling_medians(vals)
+    with np.errstate(invalid="ignore"):
+        hit = (medians > 0) & (vals > SPIKE_FACTOR * medians)
+    return [Spike(int(steps[idx[i]]), metric, float(vals[i]), float(vals[i] / medians[i]), float(medians[i]),
+                  None if lines is None else int(lines[idx[i]]))
+            for i in np.flatnonzero(hit)]
+
+
+class _Column:
+    """Append-only (step, value, line) triples of one metric."""
+
+    __slots__ = ("last_step", "lines", "steps", "values")
+
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.values = array("d")
+        self.lines = array("q")
+        self.last_step: int | None = None
+
+    def add(self, step: int, value: float, line: int) -> None:
+        if step == self.last_step:
+            return  # the first value printed for a step wins (an eval line repeating it does not)
+        self.last_step = step
+        self.steps.append(step)
+        self.values.append(value)
+        self.lines.append(line)
+
+    def points(self) -> Points:
+        steps = np.frombuffer(self.steps, dtype=np.int64) if self.steps else np.zeros(0, np.int64)
+        values = np.frombuffer(self.values, dtype=np.float64) if self.values else np.zeros(0)
+        lines = np.frombuffer(self.lines, dtype=np.int64) if self.lines else np.zeros(0, np.int64)
+        if len(steps) > 1 and not (np.diff(steps) > 0).all():  # a resumed run repeats steps: first one wins
+            order = np.argsort(steps, kind="stable")
+            unique, first = np.unique(steps[order], return_index=True)
+            keep = order[first]
+            steps, values, lines = unique, values[keep], lines[keep]
+        return Points(steps.copy(), values.copy(), lines.copy())
+
+
+@dataclass
+class MetricSeries:
+    """What scan_metrics found: the chosen rank's per-step metrics and how they were read."""
+    lines: int = 0
+    formats: Counter[str] = field(default_factory=Counter)
+    ranks: list[str | None] = field(default_factory=list)
+    rank_used: str | None = None
+    rank_rule: str = RANK_RULE
+    explicit: int = 0
+    inferred: int = 0
+    steps: int = 0
+    points: dict[str, Points] = field(default_factory=dict)
+    stats: dict[str, Stats] = field(default_factory=dict)
+    sample: list[str] = field(default_factory=list)
+    ignored_keys: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def records(self) -> int:
+        return self.explicit + self.inferred
+
+    @property
+    def step_source(self) -> str:
+        return "explicit" if not self.inferred else "inferred" if not self.explicit else "mixed"
+
+    def metrics(self) -> list[str]:
+        """loss, grad_norm, lr first, then the others by name."""
+        return sorted(self.stats, key=lambda k: (RECOGNISED.index(k) if k in RECOGNISED else len(RECOGNISED), k))
+
+    @property
+    def first_nonfinite(self) -> NonFinite | None:
+        """The first step with a NaN / Inf value (loss, grad_norm, lr preferred at the same step)."""
+        best: tuple[tuple[int, int, str], NonFinite] | None = None
+        for metric, s in self.stats.items():
+            if s.first_nonfinite_step is None:
+                continue
+            value, line = math.nan, None
+            pts = self.points.get(metric)
+            if pts is not None:
+                i = int(np.argmin(np.isfinite(pts.values)))
+                value, line = float(pts.values[i]), int(pts.lines[i])
+            key = (s.first_nonfinite_step, 0 if metric in RECOGNISED else 1, metric)
+            if best is None or key < best[0]:
+                best = (key, NonFinite(s.first_nonfinite_step, metric, value, line))
+        return best[1] if best else None
+
+    def spikes(self, metrics: Iterable[str] | None = None) -> list[Spike]:
+        """Spikes by the one rule, in step order (loss and grad_norm unless told)."""
+        names = vocabulary().spike_metrics if metrics is None else tuple(metrics)
+        found = [s for m in names if m in self.points
+                 for s in find_spikes(self.points[m].steps, self.points[m].values, m, self.points[m].lines)]
+        return sorted(found, key=lambda s: (s.step, s.metric))
+
+
+class _Stream:
+    """The chosen rank's records turned into columns (explicit steps, or one step per record)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, _Column] = {}
+        self.stats: dict[str, Stats] = {}
+        self.step_list = array("q")
+        self.explicit = 0
+        self.inferred = 0
+        self.current = 0
+        self.current_keys: set[str] = set()
+        self.started = False
+
+    def add(self, record: MetricRecord, line: int) -> None:
+        if record.step is not None:
+            if not self.started or record.step != self.current:
+                self.current_keys = set()
+            self.current = record.step
+            self.explicit += 1
+        else:
+            # A record without a step continues the current step unless it repeats one of its training
+            # metrics (an eval dict between two training dicts belongs to the step before it).
+            if not self.started or set(record.metrics) & self.current_keys & set(RECOGNISED):
+                self.current += 1
+                self.current_keys = set()
+            self.inferred += 1
+        self.started = True
+        step = self.current
+        if not self.step_list or self.step_list[-1] != step:
+            self.step_list.append(step)
+        for key, value in record.metrics.items():
+            if key in self.current_keys:
+                continue
+            if keeps_points(key):
+                column = self.columns.get(key)
+                if column is None:
+                    column = self.columns[key] = _Column()
+                column.add(step, value, line)
+            else:
+                stats = self.stats.get(key)
+                if stats is None:
+                    stats = self.stats[key] = Stats()
+                stats.add(step, value)
+        self.current_keys.update(record.metrics)
+
+
+class MetricExtractor:
+    """Feed lines one at a time; `result()` gives the MetricSeries. Stateful: CSV header, rank, inferred steps."""
+
+    def __init__(self) -> None:
+        self.series = MetricSeries()
+        self._stream = _Stream()
+        self._chosen: str | None = None
+        self._chose = False
+        self._delimited: tuple[str, list[str]] | None = None
+        self._content_lines = 0
+        self._ranks_seen: dict[str | None, None] = {}
+
+    def feed(self, line: str, index: int | None = None, rank: int | str | object | None = PREFIXED) -> None:
+        """One physical line of the log; `index` is its 0-based line number (default: lines fed so far).
+
+        Pass `rank` when the caller split the launcher prefix off already (None: unprefixed)."""
+        number = self.series.lines if index is None else index
+        self.series.lines += 1
+        if len(line) > 100_000:
+            line = line[:100_000]
+        if rank is PREFIXED:
+            segments = [(None if ln.rank is None else str(ln.rank), ln.text) for ln in split_lines(line)]
+        else:
+            segments = [(None if rank is None else str(rank), seg) for seg in line.split("\r")]
+        for seg_rank, text in segments:
+            text = text.strip()
+            if not text:
+                continue
+            self._segment(seg_rank, text, number)
+
+    def _segment(self, rank: str | None, text: str, number: int) -> None:
+        series = self.series
+        if rank not in self._ranks_seen:
+            self._ranks_seen[rank] = None
+        if len(series.sample) < 8:
+            series.sample.append(text[:160])
+        self._content_lines += 1
+        if self._content_lines == 1:
+            self._delimited = _delimited_header(text)
+            if self._delimited:
+                return
+        if self._chose and rank != self._chosen and not (rank == "0" and self._chosen is not None):
+            return
+        if self._delimited:
+            found = _delimited_row(text, *self._delimited)
+            record = None
+            if found:
+                step = _as_step(found.pop("step", None))
+                record = MetricRecord(step, found, "csv" if self._delimited[0] == "," else "tsv") if found else None
+        else:
+            record = parse_text(text)
+        if record is None:
+            return
+        if record.format == IGNORED:
+            series.ignored_keys.update(list(record.metrics))
+            return
+        if not self._chose:
+            self._chose, self._chosen = True, rank
+        elif rank != self._chosen:  # rank 0 starts printing after another rank was chosen: read rank 0
+            self._chosen, self._stream = rank, _Stream()
+            series.formats.clear()
+        series.formats[record.format] += 1
+        self._stream.add(record, number)
+
+    def result(self) -> MetricSeries:
+        series, stream = self.series, self._stream
+        series.ranks = list(self._ranks_seen)
+        series.rank_used = self._chosen
+        series.explicit, series.inferred = stream.explicit, stream.inferred
+        series.points = {name: column.points() for name, column in stream.columns.items()}
+        series.stats = dict(stream.stats)
+        series.stats.update({name: pts.stats() for name, pts in series.points.items()})
+        steps = np.frombuffer(stream.step_list, dtype=np.int64) if stream.step_list else np.zeros(0, np.int64)
+        series.steps = len(np.unique(steps))
+        return series
+
+
+def scan_metrics(source: str | Path | Iterable[str], progress=None) -> MetricSeries:
+    """The metric series of a log file (a Path) or of lines / text already in memory (a str is text)."""
+    extractor = MetricExtractor()
+    if isinstance(source, Path):
+        total = source.stat().st_size
+        next_report = 4 << 20
+        with open(source, "rb") as fh:
+            for raw in fh:
+                extractor.feed(raw.decode("utf-8", "replace").rstrip("\n"))
+                if progress is not None and fh.tell() >= next_report:
+                    next_report += 4 << 20
+                    progress(fh.tell(), total)
+    else:
+        lines = source.splitlines() if isinstance(source, str) else source
+        for line in lines:
+            extractor.feed(line)
+    return extractor.result()
