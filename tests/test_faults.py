@@ -3,7 +3,8 @@
 The command under test is hostile to clean-up: it ignores SIGTERM, starts a grandchild in its own
 session (start_new_session) that also ignores SIGTERM, and a double-forked daemon (setsid) that does
 the same. Each fault is then applied: a client that dies mid-run (its pipes close), a server stopped
-with SIGTERM mid-run, the run's own wall-clock timeout. Afterwards the whole process table is
+with SIGTERM mid-run, a server killed with SIGKILL mid-run (the guardian's case), the run's own
+wall-clock timeout. Afterwards the whole process table is
 scanned for the test's unique marker (in command lines and environments).
 (tests/e2e/test_reproduce.py covers a plain client cancellation and SIGTERM with a cooperative child.)
 """
@@ -174,6 +175,27 @@ async def test_server_sigterm_mid_run_with_a_stubborn_tree(project: Path) -> Non
             await anyio.sleep(30)  # the call never completes; the task group ends with the broken connection
     assert signalled, "the run never started"
     assert not await _none_left(token), "processes of the run survived the server's SIGTERM"
+    _session_log_valid(project, session_id)
+
+
+async def test_server_sigkill_mid_run_with_a_stubborn_tree(project: Path) -> None:
+    """No handler runs on SIGKILL: the runner's guardian process sees the server's pipe close and kills the
+    run's group, its own-session grandchild and the double-forked daemon."""
+    token = _token("kill")
+    me = psutil.Process()
+    session_id, killed = "", False
+    with pytest.raises(BaseException):  # noqa: B017 - the connection dies with the server, however it is reported
+        async with stdio_client(project) as client, anyio.create_task_group() as tg:
+            session_id = structured(await client.call_tool("start_session", {"symptom": "hang"}))["session_id"]
+            tg.start_soon(client.call_tool, "reproduce", {
+                "command": ["python", "hostile.py", token], "runs": 1, "timeout_s": 300, "session_id": session_id})
+            await _all_started(token)
+            server = next(p for p in me.children(recursive=True) if "serve" in p.cmdline())
+            server.send_signal(signal.SIGKILL)
+            killed = True
+            await anyio.sleep(30)
+    assert killed, "the run never started"
+    assert not await _none_left(token), "processes of the run survived the server's SIGKILL"
     _session_log_valid(project, session_id)
 
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from tools.context import AMBIENT_PROGRESS, ProgressSink, _no_progress
 from tools.errors import UsageError
 from tools.runner.command import new_run_id, resolve_program
-from tools.runner.reaper import ACTIVE_RUNS, RUN_MARKER, install_term_handler, process_tree, teardown
+from tools.runner.reaper import RUN_MARKER, install_term_handler, process_tree, teardown, track
 from tools.runner.stacks import ProcessStack, capture_stacks
 from tools.workspace import Workspace
 
@@ -127,7 +127,7 @@ async def run_process(
             )
         except (PermissionError, OSError) as exc:
             raise UsageError(f"cannot start {spec.argv[0]!r}: {exc.strerror or exc}.", "check the command") from None
-        ACTIVE_RUNS[run_id] = proc.pid
+        track(run_id, proc.pid)
         try:
             last_size, last_growth, last_progress = 0, started, started
             while True:

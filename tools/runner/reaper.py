@@ -1,7 +1,8 @@
 """Finding and killing a run's processes: its tree, its group, and descendants that left both.
 
 A run's children carry the marker variable ROOTCAUSE_RUN_ID, so a descendant that started its own
-session is still found. Runs in flight are killed at interpreter exit and on SIGTERM/SIGHUP.
+session is still found. Runs in flight are killed at interpreter exit and on SIGTERM/SIGHUP, and
+by the guardian process (guardian.py) when the server dies without running any handler (SIGKILL).
 """
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ import asyncio
 import atexit
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -91,6 +96,44 @@ async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
 # Process groups of runs in flight: killed at interpreter exit should a run outlive its call
 # (a server stopped by its client between two awaits).
 ACTIVE_RUNS: dict[str, int] = {}
+_GUARDIAN: subprocess.Popen[bytes] | None = None
+_GUARDIAN_LOCK = threading.Lock()
+
+
+def _guardian_line(line: str) -> None:
+    """Tell the guardian; (re)start it when it is not running, re-registering every run in flight."""
+    global _GUARDIAN
+    with _GUARDIAN_LOCK:
+        for _attempt in range(2):
+            if _GUARDIAN is None or _GUARDIAN.poll() is not None:
+                try:
+                    _GUARDIAN = subprocess.Popen(
+                        [sys.executable, "-I", str(Path(__file__).with_name("guardian.py")), RUN_MARKER],
+                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                except OSError:
+                    _GUARDIAN = None
+                    return  # atexit and the signal handlers still cover every death but SIGKILL
+                line = "".join(f"+ {rid} {pgid}\n" for rid, pgid in ACTIVE_RUNS.items()) + line
+            try:
+                assert _GUARDIAN.stdin is not None
+                _GUARDIAN.stdin.write(line.encode("ascii"))
+                _GUARDIAN.stdin.flush()
+                return
+            except (BrokenPipeError, OSError, ValueError):
+                _GUARDIAN = None
+
+
+def track(run_id: str, pgid: int) -> None:
+    """A run started: kill its group at exit, on SIGTERM/SIGHUP, and (through the guardian) on SIGKILL."""
+    ACTIVE_RUNS[run_id] = pgid
+    _guardian_line(f"+ {run_id} {pgid}\n")
+
+
+def untrack(run_id: str) -> None:
+    if ACTIVE_RUNS.pop(run_id, None) is not None:
+        _guardian_line(f"- {run_id}\n")
 
 
 def kill_active() -> None:
@@ -155,4 +198,4 @@ async def teardown(proc: asyncio.subprocess.Process, run_id: str, started_wall: 
                 await asyncio.wait_for(proc.wait(), timeout=5)
             except TimeoutError:
                 pass
-    ACTIVE_RUNS.pop(run_id, None)
+    untrack(run_id)

@@ -1,0 +1,95 @@
+"""The guardian (tools/runner/guardian.py): when its pipe closes, every registered run dies, strays included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from tools.runner import RUN_MARKER
+from tools.runner import guardian as guardian_module
+
+GUARDIAN = Path(guardian_module.__file__)
+
+# A run hostile to clean-up: ignores SIGTERM and leaves a grandchild in a session of its own.
+TREE = '''\
+import os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"])
+print("started", flush=True)
+time.sleep(600)
+'''
+
+
+def _marked(run_id: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(RUN_MARKER) == run_id and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _wait(predicate, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def _start_run(run_id: str) -> subprocess.Popen[str]:
+    run = subprocess.Popen([sys.executable, "-c", TREE], env={**os.environ, RUN_MARKER: run_id},
+                           stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert run.stdout is not None and run.stdout.readline().strip() == "started"
+    assert _wait(lambda: len(_marked(run_id)) == 2, 10), _marked(run_id)
+    return run
+
+
+def _guardian() -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-I", str(GUARDIAN), RUN_MARKER], stdin=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def test_closing_the_pipe_kills_every_registered_run_and_its_strays() -> None:
+    run_id = f"guardian-test-{os.getpid()}-{time.time_ns()}"
+    run = _start_run(run_id)
+    guardian = _guardian()
+    try:
+        assert guardian.stdin is not None
+        guardian.stdin.write(f"+ {run_id} {run.pid}\n".encode())
+        guardian.stdin.flush()
+        time.sleep(0.3)
+        assert len(_marked(run_id)) == 2, "the guardian must not act while its server lives"
+        guardian.stdin.close()  # what the server's death does to the pipe
+        assert guardian.wait(15) == 0
+        run.wait(5)
+        assert _wait(lambda: not _marked(run_id), 5), _marked(run_id)
+    finally:
+        for pid in _marked(run_id):
+            psutil.Process(pid).kill()
+        if guardian.poll() is None:
+            guardian.kill()
+
+
+def test_a_released_run_is_left_alone() -> None:
+    run_id = f"guardian-release-{os.getpid()}-{time.time_ns()}"
+    run = _start_run(run_id)
+    guardian = _guardian()
+    try:
+        assert guardian.stdin is not None
+        guardian.stdin.write(f"+ {run_id} {run.pid}\n- {run_id}\n".encode())
+        guardian.stdin.close()
+        assert guardian.wait(15) == 0
+        assert len(_marked(run_id)) == 2, "a run the server tore down itself is not the guardian's to kill"
+    finally:
+        for pid in _marked(run_id):
+            psutil.Process(pid).kill()
+        run.wait(5)
