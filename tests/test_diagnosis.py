@@ -163,3 +163,31 @@ def test_big_file_is_read_streaming(tmp_path: Path) -> None:
     d = diagnose_file(log, tmp_path)
     assert d.exception_type == "KeyError" and len(d.excerpt) <= 4_000
     assert len(d.model_dump_json()) < 25_000
+
+
+def test_signature_numbers_are_whole_tokens_and_identifiers_keep_digits(tmp_path: Path) -> None:
+    assert parameterise("assert 1.6666666269302368 == 2.5") == parameterise("assert 1.5 == 2.5") == "assert <n> == <n>"
+    assert parameterise("lr 3.2e-05 at 0x7f3a, NCCL version 2.21.5") == "lr <n> at <n>, NCCL version <n>"
+    assert parameterise("torch.bfloat16 and float32 in fc2") == "torch.bfloat16 and float32 in fc2"
+    assert parameterise("[PG 0 Rank 3] Watchdog caught collective operation timeout") == \
+        "Watchdog caught collective operation timeout"
+    test = 'tests/test_loss.py:14: in test_padding\n    assert loss.item() == 2.5\nE   assert {} == 2.5\n'
+    one, two = (diagnose_text("=" * 20 + " FAILURES " + "=" * 20 + "\n" + "_" * 20 + " test_padding " + "_" * 20
+                              + "\n" + test.format(v), tmp_path)
+                for v in ("1.6666666269302368", "1.5"))
+    assert one.category == "test_failure" and one.signature == two.signature
+
+
+def test_only_frames_inside_the_root_or_its_packages_count(tmp_path: Path) -> None:
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "__init__.py").write_text("")
+    (tmp_path / "mypkg" / "model.py").write_text("# model\n")
+    log = ('Traceback (most recent call last):\n  File "/home/{who}/{script}.py", line 3, in main\n    fit()\n'
+           '  File "/opt/conda/lib/python3.11/site-packages/{pkg}/model.py", line 40, in forward\n    return f(x)\n'
+           "ValueError: bad width 7\n")
+    ann = diagnose_text(log.format(who="ann", script="train", pkg="mypkg"), tmp_path)
+    bob = diagnose_text(log.format(who="bob", script="run_clm", pkg="mypkg"), tmp_path)
+    assert ann.signature == bob.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|model:forward"
+    assert ann.location == "mypkg/model.py:40"
+    other = diagnose_text(log.format(who="ann", script="train", pkg="otherpkg"), tmp_path)
+    assert other.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|" and other.location is None

@@ -247,6 +247,7 @@ def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary
 def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks: list[ProcessStack] | None = None,
                   exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
     root = Path(root)
+    frame_names.forget()  # the root's files may have changed since the last diagnosis
     lines = split_lines(text)
     errors, failed_tests, in_test, report = _collect(lines, text, root)
     summaries = [s for s in (summarise(p.text, root, pid=p.pid, rank=p.rank) for p in stacks or []) if s]

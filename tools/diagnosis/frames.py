@@ -1,9 +1,12 @@
 """Which frames belong to the project, and how a frame is named in signatures and summaries.
 
 A frame is in the project when its file resolves inside the root; a path from another
-machine counts when a suffix of it exists under the root (the same checkout elsewhere).
-Library frames (site-packages, the standard library, frozen and generated code) never
-count. Signatures name frames `stem:function`, without directories or line numbers.
+machine counts when a suffix of it exists under the root (the same checkout elsewhere), and
+an installed copy counts when its module belongs to one of the root's packages
+(`site-packages/mypkg/model.py` for a root holding `mypkg/` or `src/mypkg/`). Other library
+frames (site-packages, the standard library, frozen and generated code) and other
+machines' files never count: a log pasted from elsewhere is identified by its message.
+Signatures name frames `stem:function`, without directories or line numbers.
 """
 
 from __future__ import annotations
@@ -23,11 +26,41 @@ def is_library(path: str) -> bool:
     return bool(_LIBRARY.search(path.replace("\\", "/")))
 
 
+_INSTALLED = re.compile(r"(?:site-packages|dist-packages)/(?P<module>[\w.\-]+(?:/[\w.\-]+)*\.py)$")
+
+
+@lru_cache(maxsize=256)
+def root_packages(root: str) -> dict[str, str]:
+    """The import packages a root holds, each with its folder relative to the root (`src/` layouts too)."""
+    base = Path(root)
+    found: dict[str, str] = {}
+    for parent in (base, base / "src"):
+        try:
+            children = list(parent.iterdir()) if parent.is_dir() else []
+        except OSError:
+            continue
+        for child in children:
+            if child.is_dir() and (child / "__init__.py").is_file() and child.name not in found:
+                found[child.name] = child.relative_to(base).as_posix()
+    return found
+
+
+def _installed_in_root(path: str, root: str) -> str | None:
+    m = _INSTALLED.search(path.replace("\\", "/"))
+    if not m:
+        return None
+    package, _, rest = m.group("module").partition("/")
+    folder = root_packages(root).get(package)
+    return f"{folder}/{rest}" if folder and rest else None
+
+
 @lru_cache(maxsize=4096)
 def resolve_in_root(path: str, root: str) -> str | None:
-    """The path relative to root when the file is the project's (by location or by suffix)."""
-    if not path or path.startswith("<") or is_library(path):
+    """The path relative to root when the file is the project's (by location, by suffix, or installed)."""
+    if not path or path.startswith("<"):
         return None
+    if is_library(path):
+        return _installed_in_root(path, root)
     base = Path(root)
     posix = PurePosixPath(path.replace("\\", "/"))
     if not posix.is_absolute():
@@ -43,6 +76,11 @@ def resolve_in_root(path: str, root: str) -> str | None:
         if (base / suffix).is_file():
             return suffix.as_posix()
     return None
+
+
+def forget() -> None:
+    resolve_in_root.cache_clear()
+    root_packages.cache_clear()
 
 
 def mark(frames: list[Frame], root: Path) -> list[Frame]:
@@ -68,15 +106,17 @@ _ANONYMOUS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<
 
 
 def signature_frames(frames: list[Frame], root: Path, count: int = 2) -> list[str]:
-    """The innermost run of project frames (else application frames), as stem:function.
+    """The innermost run of project frames, as stem:function (none outside the root).
 
     From the innermost project frame outward, until a library frame interrupts the run or
     `count` are taken: the same error raised in a worker process (whose stack lacks the
     launcher's frames) or reached through another caller keeps its identity.
     """
     named = [f for f in frames if (f.function or "") not in _ANONYMOUS]
-    ours = (lambda f: f.in_project) if any(f.in_project for f in named) else \
-        (lambda f: not is_library(f.file) and not f.file.startswith("<"))
+
+    def ours(frame: Frame) -> bool:
+        return frame.in_project
+
     names: list[str] = []
     started = False
     for frame in reversed(named):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-SIGNATURE_VERSION = "v1"
+SIGNATURE_VERSION = "v2"
 
 
 class Frame(BaseModel):

@@ -15,6 +15,8 @@ from tools.diagnosis.models import SIGNATURE_VERSION
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r) for p, r in (
         (r"\x1b\[[0-9;]*m", ""),
+        # A process group / rank tag names where, not what: `[PG 0 Rank 3]`, `[PG ID 1 PG GUID 1 Rank 5]`.
+        (r"\[(?:PG [^\]]*?)?Rank \d+\]:?\s*", ""),
         (r"https?://\S+", "<url>"),
         (r"torch\.Size\(\[[^\]]*\]\)", "<shape>"),
         (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]", "<shape>"),
@@ -26,10 +28,12 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<addr>"),
         (r"\[[0-9a-fA-F:]+\]:\d+", "<addr>"),
         (r"\b(?:localhost|[\w-]+(?:\.[\w-]+)+):\d{2,5}\b", "<addr>"),
-        (r"\b0x[0-9a-fA-F]+\b", "<hex>"),
-        (r"\b[0-9a-f]{12,}\b", "<hex>"),
         (r"\b(?:pid|PID)[:= ]\s*\d+", "pid <n>"),
-        (r"(?<![A-Za-z_])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?", "<n>"),
+        # Numbers as whole tokens (1.6666666269302368, 3.2e-05, 0x7f3a, a hash); digits inside an identifier
+        # (bfloat16, float32, fc2) are part of its name.
+        (r"\b0[xX][0-9a-fA-F]+\b", "<n>"),
+        (r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{12,}\b", "<n>"),
+        (r"(?<![\w])(?<!\d\.)-?\d+(?:\.\d+)*(?:[eE][-+]?\d+)?", "<n>"),
         (r"\s+", " "),
     )
 )
