@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
 
 from tools.errors import UsageError
 from tools.workspace import Workspace
@@ -42,6 +45,39 @@ def resolve_python(workspace: Workspace, python: str | None) -> Path:
     if venv_python.is_file() and os.access(venv_python, os.X_OK):
         return venv_python
     return Path(sys.executable)
+
+
+class Interpreter(BaseModel):
+    """The interpreter a run uses and why: the one rule every tool follows, stated in its results."""
+
+    path: Path
+    source: Literal["argument", "project_venv", "rootcause", "tool"]
+
+    @classmethod
+    def explicit(cls, path: Path) -> Interpreter:
+        return cls(path=path, source="tool")
+
+    @property
+    def note(self) -> str | None:
+        """What to tell the user when the run did not use the project's own interpreter (None when it did)."""
+        if self.source == "rootcause":
+            return (f"rootcause's own interpreter {self.path} (no .venv in the project; pass python=... for the "
+                    "project's)")
+        return None
+
+    def describe(self) -> str:
+        why = {"argument": "python=", "project_venv": "the project's .venv", "tool": "chosen by the tool"}
+        return self.note or f"{self.path} ({why.get(self.source, self.source)})"
+
+
+def choose_interpreter(workspace: Workspace, python: str | None) -> Interpreter:
+    """resolve_python with the reason: argument, the project's .venv, or rootcause's own."""
+    path = resolve_python(workspace, python)
+    if python:
+        return Interpreter(path=path, source="argument")
+    if path == workspace.root / ".venv" / "bin" / "python":
+        return Interpreter(path=path, source="project_venv")
+    return Interpreter(path=path, source="rootcause")
 
 
 def venv_of(python: Path) -> Path | None:

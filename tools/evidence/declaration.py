@@ -1,0 +1,138 @@
+"""A run as every tool declares it: the command fields a tool takes, validated once, resolved to a runnable spec.
+
+A tool's input inherits `RunFields` (command, cwd, env, shell, python, timeouts, launcher,
+slurm); `declare()` checks them (timeouts finite, > 0, bounded; the command split and its
+program's folder inside the root), applies the one interpreter rule (the `python` argument,
+else `<root>/.venv/bin/python`, else rootcause's own, said so) and returns a `RunDeclaration`
+that `tools.evidence.run_observed` runs and observes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tools.errors import UsageError
+from tools.interpreters import Interpreter, activation_env, choose_interpreter
+from tools.runner import RunSpec, prepare_command
+
+if TYPE_CHECKING:
+    from tools.workspace import Workspace
+
+try:  # helper D's Slurm launcher; the fields exist (and the server starts) before it lands
+    from tools.runner.slurm import SlurmOptions
+except ImportError:  # pragma: no cover - only until tools/runner/slurm.py exists
+    class SlurmOptions(BaseModel):  # type: ignore[no-redef]
+        """Slurm job options (nodes, tasks per node, partition, time limit, extra sbatch/srun args)."""
+
+        nodes: int = 1
+        ntasks_per_node: int = 1
+        partition: str | None = None
+        time_limit: str | None = None
+        extra_args: list[str] = Field(default_factory=list)
+
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+Launcher = Literal["local", "slurm"]
+
+Command = Annotated[str | list[str], Field(
+    description="The command: a string split like a shell would (leading NAME=value pairs become env), "
+                "or an argv list. Runs without a shell unless shell=true.")]
+TimeoutS = Annotated[float, Field(description="Wall-clock limit per run in seconds; a run that hits it is a hang.")]
+IdleTimeoutS = Annotated[float | None, Field(
+    description="Stop a run that prints nothing for this many seconds (a hang); none by default.")]
+Cwd = Annotated[str, Field(description="Working directory, relative to the root (or absolute inside it).")]
+Env = Annotated[dict[str, str], Field(description="Extra environment variables for the run.")]
+Shell = Annotated[bool, Field(description="Run the command through /bin/sh -c (pipes, globs, &&).")]
+Python = Annotated[str | None, Field(
+    description="The project's interpreter; its bin/ goes first on PATH so `python`, `pytest` and `torchrun` "
+                "resolve to it. Default: <root>/.venv/bin/python, else rootcause's own (the result says so).")]
+LauncherField = Annotated[Launcher, Field(
+    description="local: run here. slurm: a command starting with `sbatch` submits that script, any other runs "
+                "as one srun task per rank (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set).")]
+SlurmField = Annotated[SlurmOptions | None, Field(description="Slurm options when launcher='slurm'.")]
+
+
+class RunFields(BaseModel):
+    """The command fields of every tool that runs a command (inherit it; never redeclare them)."""
+
+    command: Command
+    timeout_s: TimeoutS = 900.0
+    idle_timeout_s: IdleTimeoutS = None
+    cwd: Cwd = "."
+    env: Env = Field(default_factory=dict)
+    shell: Shell = False
+    python: Python = None
+    launcher: LauncherField = "local"
+    slurm: SlurmField = None
+
+    def describe(self) -> str:
+        """The command as the user wrote it, with its env overrides and folder."""
+        text = self.command if isinstance(self.command, str) else " ".join(self.command)
+        if self.env:
+            text = " ".join(f"{k}={v}" for k, v in self.env.items()) + " " + text
+        if self.cwd not in (".", ""):
+            text += f"  (cwd {self.cwd})"
+        return text
+
+
+class RunDeclaration(BaseModel):
+    """One run, validated and resolved: what the runner runs and how the observation reads it."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = 900.0
+    idle_timeout_s: float | None = None
+    label: str = "run"
+    shell: bool = False
+    interpreter: Interpreter | None = None
+    launcher: Launcher = "local"
+    slurm: Any = None
+    """SlurmOptions when launcher == 'slurm'."""
+
+    def spec(self, label: str | None = None) -> RunSpec:
+        return RunSpec(argv=self.argv, cwd=self.cwd, env=self.env, timeout_s=self.timeout_s,
+                       idle_timeout_s=self.idle_timeout_s, label=label or self.label)
+
+
+def check_timeouts(timeout_s: float, idle_timeout_s: float | None) -> None:
+    """The one timeout rule: finite, > 0 and at most a week."""
+    for name, value, hint in (("timeout_s", timeout_s, "e.g. timeout_s=900"),
+                              ("idle_timeout_s", idle_timeout_s,
+                               "omit it, or e.g. idle_timeout_s=120 to stop a run silent for 2 minutes")):
+        if value is None and name == "idle_timeout_s":
+            continue
+        if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise UsageError(f"{name} must be a finite number of seconds > 0, got {value}.", hint)
+        if value > MAX_TIMEOUT_S:
+            raise UsageError(f"{name} is {value:g} s, over the {MAX_TIMEOUT_S:g} s (7 days) limit.", hint)
+
+
+def declare(fields: RunFields, workspace: Workspace, *, label: str, tree: Path | None = None,
+            python: Path | None = None, extra_env: dict[str, str] | None = None) -> RunDeclaration:
+    """Validate a tool's command fields once and resolve them to a run.
+
+    tree: run in another tree (a worktree, a copy) at the same relative folder as `cwd`.
+    python: an interpreter chosen by the tool (a bisect's environment) instead of the rule.
+    extra_env: the tool's own variables (PYTHONPATH of a worktree), applied after activation and
+    before the caller's env.
+    """
+    check_timeouts(fields.timeout_s, fields.idle_timeout_s)
+    if fields.launcher == "slurm" and fields.slurm is None:
+        fields = fields.model_copy(update={"slurm": SlurmOptions()})
+    if fields.launcher != "slurm" and fields.slurm is not None:
+        raise UsageError("slurm options were given but launcher is 'local'.", "pass launcher='slurm' with them")
+    cmd = prepare_command(fields.command, fields.shell, fields.env, fields.cwd, workspace)
+    interpreter = (Interpreter.explicit(python) if python is not None
+                   else choose_interpreter(workspace, fields.python))
+    cwd = cmd.cwd
+    if tree is not None:
+        mapped = (tree / cmd.cwd_rel).resolve()
+        cwd = mapped if mapped.is_dir() else tree
+    env = {**activation_env(interpreter.path), **(extra_env or {}), **cmd.env}
+    return RunDeclaration(argv=cmd.argv, cwd=cwd, env=env, timeout_s=fields.timeout_s,
+                          idle_timeout_s=fields.idle_timeout_s, label=label, shell=fields.shell,
+                          interpreter=interpreter, launcher=fields.launcher, slurm=fields.slurm)

@@ -1,0 +1,110 @@
+"""What "the failure" is: the one matcher that says whether a failing run shows the expected failure.
+
+Two yardsticks, one rule for every tool:
+- `expect` (a tool argument): a text or a regex the failure must show, searched in the run's
+  output and its diagnosis line (case-insensitive; a string that is not a valid regex is literal text);
+- a session's symptom: its category and keywords (from tools.sessions.triage / tools.taxonomy).
+  An exception type the symptom names (AttributeError) must be the run's root error or appear as
+  `Type:` in its output; otherwise the run's category must be the symptom's (or a close one), or
+  most of the symptom's keywords must appear in the failure's text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+from tools.errors import UsageError
+
+if TYPE_CHECKING:
+    from tools.diagnosis import Diagnosis
+
+MAX_EXPECT = 2_000
+_EXCEPTION_NAME = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Warning))\b")
+_GENERIC = {"python_exception", "test_failure"}
+_CLOSE = [{"hang", "distributed_error"}, {"nonfinite", "gradient_explosion"}]
+
+
+class Yardstick(BaseModel):
+    """The expected failure: from an `expect` argument or from a session's symptom."""
+
+    source: Literal["expect", "session"]
+    text: str = Field(description="The expect text / regex, or the session's symptom.")
+    pattern: str | None = None
+    category: str | None = None
+    keywords: list[str] = Field(default_factory=list)
+    exception_types: list[str] = Field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.source == "expect":
+            return f"expect /{self.text[:200]}/"
+        parts = [f"category {self.category}"] if self.category and self.category not in _GENERIC else []
+        if self.exception_types:
+            parts.insert(0, " or ".join(self.exception_types))
+        elif self.keywords:
+            parts.append("keywords " + ", ".join(self.keywords))
+        return "the session's symptom (" + ("; ".join(parts) or self.text[:120]) + ")"
+
+
+def from_expect(expect: str | None) -> Yardstick | None:
+    """A yardstick from an `expect` argument (None when not given)."""
+    if expect is None:
+        return None
+    text = expect.strip()
+    if not text:
+        raise UsageError("expect is empty.", "give a text or regex the failure must show, or omit expect")
+    if len(text) > MAX_EXPECT:
+        raise UsageError(f"expect is {len(text)} characters, over {MAX_EXPECT}.", "give the error's key line only")
+    try:
+        re.compile(text)
+        pattern = text
+    except re.error:
+        pattern = re.escape(text)
+    return Yardstick(source="expect", text=text, pattern=pattern)
+
+
+def from_symptom(symptom: str, category: str | None, keywords: list[str]) -> Yardstick | None:
+    """A yardstick from a session's symptom, its category and keywords (None when they say nothing)."""
+    types = list(dict.fromkeys(m.group(1).rsplit(".", 1)[-1] for m in _EXCEPTION_NAME.finditer(symptom)))
+    if not types and (not category or category in _GENERIC) and not keywords:
+        return None
+    return Yardstick(source="session", text=symptom, category=category, keywords=keywords, exception_types=types)
+
+
+def yardstick(expect: str | None, session_state: object | None) -> Yardstick | None:
+    """expect when given, else the session's symptom when there is a session, else None."""
+    given = from_expect(expect)
+    if given is not None or session_state is None:
+        return given
+    return from_symptom(getattr(session_state, "symptom", ""), getattr(session_state, "category", None),
+                        list(getattr(session_state, "keywords", []) or []))
+
+
+def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple[bool, str]:
+    """Whether a failing run shows the expected failure, and what it showed instead."""
+    shown = diagnosis.one_line() if diagnosis is not None else ""
+    if stick.source == "expect":
+        assert stick.pattern is not None
+        regex = re.compile(stick.pattern, re.IGNORECASE | re.MULTILINE)
+        found = regex.search(output) or regex.search(shown)
+        return (True, f"shows /{stick.text[:120]}/: {found.group(0)[:120]!r}") if found else (
+            False, f"no line matches /{stick.text[:120]}/")
+    if stick.exception_types:
+        root = (diagnosis.exception_type or "").rsplit(".", 1)[-1] if diagnosis else ""
+        for name in stick.exception_types:
+            if name == root or re.search(rf"(?m)\b{re.escape(name)}:", output):
+                return True, f"shows {name}"
+        return False, f"no {' or '.join(stick.exception_types)} in the failure"
+    category = diagnosis.category if diagnosis is not None else None
+    specific = bool(stick.category and stick.category not in _GENERIC and category)
+    if specific and (category == stick.category or any({category, stick.category} <= g for g in _CLOSE)):
+        return True, f"category {category}"
+    if stick.keywords:
+        text = f"{shown}\n{output}".lower()
+        hits = [k for k in stick.keywords if k.lower() in text]
+        if len(hits) * 2 > len(stick.keywords) or (len(stick.keywords) == 1 and hits):
+            return True, f"shows the keywords {', '.join(hits)}"
+        return False, f"category {category or '?'}; keywords found: {', '.join(hits) or 'none'}"
+    return False, f"category {category or '?'}, not {stick.category}"
