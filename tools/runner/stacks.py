@@ -21,6 +21,8 @@ class ProcessStack(BaseModel):
     rank: int | None = None
     method: Literal["py-spy", "faulthandler", "none"]
     text: str
+    node: str | None = None
+    """The Slurm node the process ran on (runs through tools/runner/slurm.py); None for a local run."""
 
 
 def _py_spy() -> str | None:
