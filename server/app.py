@@ -6,12 +6,14 @@ import inspect
 import logging
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import CallToolResult, ImageContent, TextContent
-from pydantic import Field
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from pydantic import ConfigDict
 
 import prompts
 from server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, PromptSpec, ResourceSpec, ToolSpec
@@ -26,21 +28,13 @@ log = logging.getLogger("rootcause")
 
 
 def build_server(root: str | Path = ".") -> MCPServer:
-    workspace = Workspace(Path(root))
-    from importlib.metadata import PackageNotFoundError, version
+    from server.schemas import glossary, tool_schemas
 
-    try:
-        own_version = version("rootcause")
-    except PackageNotFoundError:
-        own_version = "0"
-    app = MCPServer("rootcause", instructions=INSTRUCTIONS, version=own_version, log_level="WARNING")
-    for tool in TOOLS:
-        try:
-            _register_tool(app, workspace, tool)
-        except ModuleNotFoundError as exc:
-            if not tool.engine.startswith(f"{exc.name}:") and not tool.engine.startswith(f"{exc.name}."):
-                raise
-            log.warning("tool %s is not available in this build (%s)", tool.name, exc)
+    workspace = Workspace(Path(root))
+    schemas = tool_schemas()
+    tools = [_tool(workspace, spec, schemas["tools"][spec.name]) for spec in TOOLS if spec.name in schemas["tools"]]
+    app = MCPServer("rootcause", instructions=INSTRUCTIONS + glossary(schemas["shared"]), version=_own_version(),
+                    log_level="WARNING", tools=tools)
     for prompt in PROMPTS:
         _register_prompt(app, prompt)
     for resource in RESOURCES:
@@ -48,10 +42,28 @@ def build_server(root: str | Path = ".") -> MCPServer:
     return app
 
 
-def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None:
-    _, input_model, output_model = spec.load()
+def _own_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
 
-    async def handler(ctx: Context, **arguments: Any) -> CallToolResult:
+    try:
+        return version("rootcause")
+    except PackageNotFoundError:
+        return "0"
+
+
+class _RawArguments(ArgModelBase):
+    """Hands the client's arguments to the tool untouched: server/invoke.py validates them in our words."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"arguments": dict(self.model_extra or {})}
+
+
+def _tool(workspace: Workspace, spec: ToolSpec, schemas: dict[str, Any]) -> Tool:
+    """The MCP tool from the catalog entry and its cached schemas; the engine is imported on the first call."""
+
+    async def handler(ctx: Context, arguments: dict[str, Any]) -> CallToolResult:
         started = time.monotonic()
         last = [0.0]
 
@@ -92,23 +104,14 @@ def _register_tool(app: MCPServer, workspace: Workspace, spec: ToolSpec) -> None
             structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)),
         )
 
-    params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context)]
-    for name, field in input_model.model_fields.items():
-        if field.is_required():
-            default: Any = inspect.Parameter.empty
-        elif field.default_factory is not None:
-            default = field.default_factory()
-        else:
-            default = field.default
-        annotation = Annotated[field.annotation, *field.metadata, Field(description=field.description)]
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=annotation))
-    handler.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        params, return_annotation=Annotated[CallToolResult, output_model]
+    hints = spec.hints
+    return Tool(
+        fn=handler, name=spec.name, description=spec.description, parameters=schemas["input"],
+        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=schemas["output"]),
+        is_async=True, context_kwarg="ctx",
+        annotations=ToolAnnotations(read_only_hint=hints.read_only, destructive_hint=hints.destructive,
+                                    idempotent_hint=hints.idempotent, open_world_hint=hints.open_world),
     )
-    handler.__name__ = spec.name
-    description = inspect.cleandoc(input_model.__doc__ or spec.name)
-    app.add_tool(handler, name=spec.name, description=description)
 
 
 def _image(path: Path) -> ImageContent:

@@ -1,41 +1,195 @@
-"""Validate a tool's arguments and run its engine: shared by the MCP server and the CLI."""
+"""Validate a tool's arguments and run its engine: shared by the MCP server and the CLI.
+
+Argument errors are written here, in our words, for every tool: which argument, what it takes
+(from the input schema: type, choices, bounds), and what was given, named the way the caller
+names it (server/surface.py). Numbers must be finite and sane: NaN, infinities and magnitudes
+no run could mean are refused before an engine sees them.
+"""
 
 from __future__ import annotations
 
 import inspect
+import json
+import math
+import types
+import typing
 from typing import Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
 
 from server.catalog import ToolSpec
+from server.surface import Surface, option, render
 from tools.context import AMBIENT_PROGRESS, ToolContext
 from tools.errors import UsageError
 from tools.results import ToolResult
 
-
-def validation_message(name: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "arguments"
-        parts.append(f"{where}: {err['msg']}")
-    return f"invalid arguments for {name}: " + "; ".join(parts)
+MAX_NUMBER = 1e9
+MAX_SECONDS = 7 * 24 * 3600  # arguments named *_s are durations in seconds
 
 
-def parse_input(spec: ToolSpec, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
-    try:
-        return model.model_validate(arguments)
-    except ValidationError as exc:
-        raise UsageError(validation_message(spec.name, exc), "see the tool's input schema") from None
-
-
-async def call_engine(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+async def call_engine(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContext,
+                      surface: Surface = "mcp") -> ToolResult:
     engine, input_model, _ = spec.load()
-    inp = parse_input(spec, input_model, arguments)
+    inp = parse_input(spec, input_model, arguments, surface)
     token = AMBIENT_PROGRESS.set(ctx.progress)
     try:
         if inspect.iscoroutinefunction(engine):
             return await engine(inp, ctx)
         return await anyio.to_thread.run_sync(engine, inp, ctx)
+    except UsageError as exc:
+        if surface == "mcp":
+            raise
+        raise UsageError(render(str(exc), surface, input_model.model_fields)) from None
     finally:
         AMBIENT_PROGRESS.reset(token)
+
+
+def parse_input(spec: ToolSpec, model: type[BaseModel], arguments: dict[str, Any],
+                surface: Surface = "mcp") -> BaseModel:
+    try:
+        inp = model.model_validate(_pre_parse_json(model, arguments))
+    except ValidationError as exc:
+        raise UsageError(validation_message(spec.name, model, exc, surface)) from None
+    problems = list(_number_problems(inp, (), surface))
+    if problems:
+        raise UsageError(f"{spec.name}: " + " ".join(problems))
+    return inp
+
+
+def _pre_parse_json(model: type[BaseModel], arguments: dict[str, Any]) -> dict[str, Any]:
+    """Some clients send a list or an object as a JSON string: parse it where the field takes no text."""
+    parsed = dict(arguments)
+    for name, value in arguments.items():
+        field = model.model_fields.get(name)
+        if field is None or not isinstance(value, str) or _accepts_text(field.annotation):
+            continue
+        try:
+            decoded = json.loads(value)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(decoded, list | dict):
+            parsed[name] = decoded
+    return parsed
+
+
+def _accepts_text(annotation: Any) -> bool:
+    if annotation is str:
+        return True
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and any(
+        _accepts_text(member) for member in typing.get_args(annotation))
+
+
+def _number_problems(value: Any, path: tuple[str, ...], surface: Surface):
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _number_problems(getattr(value, name), (*path, name), surface)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _number_problems(item, (*path, str(key)), surface)
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _number_problems(item, (*path, str(index)), surface)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        label = _label(path, surface)
+        if isinstance(value, float) and not math.isfinite(value):
+            yield f"{label} must be a finite number, not {value}."
+        elif path and path[-1].endswith("_s") and not -MAX_SECONDS <= value <= MAX_SECONDS:
+            yield f"{label} is {value:g} seconds; give at most {MAX_SECONDS} (7 days)."
+        elif abs(value) > MAX_NUMBER:
+            yield f"{label} is {value:g}, out of range; give at most {MAX_NUMBER:g}."
+
+
+def _label(path: tuple[str | int, ...], surface: Surface) -> str:
+    if not path:
+        return "the arguments"
+    head = option(str(path[0]), surface)
+    return head + "".join(f"[{p}]" if str(p).isdigit() else f".{p}" for p in path[1:])
+
+
+def validation_message(name: str, model: type[BaseModel], exc: ValidationError, surface: Surface = "mcp") -> str:
+    """pydantic's errors retold: the argument, what it takes, what was given."""
+    from server.schemas import compact
+
+    schema = compact(model.model_json_schema(by_alias=True))
+    properties = schema.get("properties", {})
+    parts: list[str] = []
+    seen: set[tuple[str, ...]] = set()
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"])
+        top = loc[0] if loc else ""
+        # A union reports one error per member (`command.str`, `command.list[str]`): one line per argument.
+        key = loc[:1] if top in properties else loc
+        if key in seen:
+            continue
+        seen.add(key)
+        prop = properties.get(top)
+        label = _label(loc if prop is None or len(loc) == 1 else (top,), surface)
+        takes = describe(prop, schema) if prop else "another value"
+        if err["type"] == "missing" and len(loc) == 1:
+            parts.append(f"{label} is required: {takes}.")
+        elif err["type"] == "extra_forbidden":
+            parts.append(f"{label} is not an argument of {name}; it takes {', '.join(properties)}.")
+        elif err["type"] in ("value_error", "assertion_error"):
+            parts.append(_sentence(err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")))
+        else:
+            parts.append(f"{label} takes {takes}, not {_shown(err.get('input'))}.")
+    return render(f"{name}: " + " ".join(parts), surface, properties)
+
+
+def describe(prop: dict[str, Any], schema: dict[str, Any]) -> str:
+    """A property's JSON Schema in words: 'an integer from 1 to 20', "one of 'quick', 'full'"."""
+    if "$ref" in prop:
+        target = schema.get("$defs", {}).get(prop["$ref"].rsplit("/", 1)[-1], {})
+        fields = ", ".join(target.get("properties", {}))
+        return f"an object with {fields}" if fields else "an object"
+    for key in ("anyOf", "oneOf"):
+        if key in prop:
+            return " or ".join(describe(option_, schema) for option_ in prop[key])
+    if "enum" in prop:
+        return "one of " + ", ".join(repr(v) for v in prop["enum"])
+    if "const" in prop:
+        return repr(prop["const"])
+    kinds = prop.get("type")
+    if isinstance(kinds, list):
+        return " or ".join(describe({**prop, "type": k}, schema) for k in kinds)
+    words = {"string": "text", "integer": "an integer", "number": "a number", "boolean": "true or false",
+             "null": "null", "object": "an object", "array": "a list"}
+    text = words.get(kinds, "a value")
+    if kinds == "array" and isinstance(prop.get("items"), dict):
+        text = f"a list of {_plural(describe(prop['items'], schema))}"
+    if kinds == "object" and isinstance(prop.get("additionalProperties"), dict):
+        text = f"an object of NAME: {describe(prop['additionalProperties'], schema)}"
+    return text + _bounds(prop)
+
+
+def _bounds(prop: dict[str, Any]) -> str:
+    low, high = prop.get("minimum"), prop.get("maximum")
+    if low is not None and high is not None:
+        return f" from {low:g} to {high:g}"
+    words = []
+    if low is not None:
+        words.append(f">= {low:g}")
+    if prop.get("exclusiveMinimum") is not None:
+        words.append(f"> {prop['exclusiveMinimum']:g}")
+    if high is not None:
+        words.append(f"<= {high:g}")
+    if prop.get("exclusiveMaximum") is not None:
+        words.append(f"< {prop['exclusiveMaximum']:g}")
+    if prop.get("minLength"):
+        words.append(f"at least {prop['minLength']} characters")
+    return (" " + " and ".join(words)) if words else ""
+
+
+def _plural(text: str) -> str:
+    return {"an integer": "integers", "a number": "numbers", "an object": "objects"}.get(text, text)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith((".", "!", "?")) else text + "."
