@@ -8,8 +8,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import git
-
 from tools import gitrepo
 from tools.errors import UsageError
 from tools.workspace import Workspace
@@ -23,40 +21,45 @@ def worktree_path(workspace: Workspace, name: str) -> Path:
     return workspace.state_dir("worktrees") / name
 
 
-def add_worktree(workspace: Workspace, name: str, ref: str) -> Path:
+def add_worktree(workspace: Workspace, name: str, ref: str,
+                 timeout_s: float = gitrepo.CHECKOUT_TIMEOUT_S) -> Path:
     """A detached worktree of `ref` at `.rootcause/worktrees/<name>` (replacing a stale one of that name)."""
     sha = gitrepo.resolve_ref(workspace.root, ref)
-    repo = gitrepo.repo_for(workspace.root)
-    assert repo is not None  # resolve_ref checked it
     path = worktree_path(workspace, name)
     if path.exists():
         remove_worktree(workspace, name)
-    repo.git.worktree("add", "--detach", "--force", str(path), sha)
+    try:
+        gitrepo.git(workspace.root, "worktree", "add", "--detach", "--force", str(path), sha, timeout_s=timeout_s)
+    except gitrepo.GitFailed as exc:
+        raise UsageError(f"git worktree add of {sha[:10]} failed: {exc.stderr.strip()[-500:]}",
+                         "check that git can check that commit out (disk space, filters, hooks)") from None
     return path
 
 
 def remove_worktree(workspace: Workspace, name: str) -> None:
-    repo = gitrepo.repo_for(workspace.root)
     path = worktree_path(workspace, name)
-    if repo is not None:
-        try:
-            repo.git.worktree("remove", "--force", str(path))
-        except git.GitCommandError:
-            pass
-        repo.git.worktree("prune")
+    if gitrepo.repo_for(workspace.root) is not None:
+        # A killed `worktree add` leaves its entry locked: unlock, then a double --force removes it anyway.
+        gitrepo.execute(["git", "worktree", "unlock", str(path)], workspace.root)
+        gitrepo.execute(["git", "worktree", "remove", "--force", "--force", str(path)], workspace.root)
+        gitrepo.execute(["git", "worktree", "prune"], workspace.root)
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
 
 
-def checkout_worktree(workspace: Workspace, name: str, ref: str) -> Path:
+def checkout_worktree(workspace: Workspace, name: str, ref: str,
+                      timeout_s: float = gitrepo.CHECKOUT_TIMEOUT_S) -> Path:
     """Reuse the worktree `name` when it exists, moving it to `ref` (detached, forced clean)."""
     path = worktree_path(workspace, name)
     if not (path / ".git").exists():
-        return add_worktree(workspace, name, ref)
+        return add_worktree(workspace, name, ref, timeout_s)
     sha = gitrepo.resolve_ref(workspace.root, ref)
-    wt = git.Repo(path)
-    wt.git.checkout("--detach", "--force", sha)
-    wt.git.clean("-fdx", "-e", ".venv")
+    try:
+        gitrepo.git(path, "checkout", "--detach", "--force", sha, timeout_s=timeout_s)
+        gitrepo.git(path, "clean", "-fdx", "-e", ".venv", timeout_s=timeout_s)
+    except gitrepo.GitFailed as exc:
+        raise UsageError(f"git checkout of {sha[:10]} in the worktree {name} failed: {exc.stderr.strip()[-500:]}",
+                         "remove .rootcause/worktrees/" + name + " and retry") from None
     return path
 
 

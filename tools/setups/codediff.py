@@ -6,8 +6,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import git
-
+from tools import gitrepo
 from tools.setups.models import Difference
 
 MAX_FILE_BYTES = 2_000_000
@@ -21,8 +20,12 @@ class CodeDiff:
     files: list[str] = field(default_factory=list)
 
 
-def _subdir(repo: git.Repo, root: Path) -> str:
-    rel = root.resolve().relative_to(Path(repo.working_tree_dir or root).resolve())
+def _top(repo: gitrepo.Repo, root: Path) -> Path:
+    return Path(repo.working_tree_dir or root)
+
+
+def _subdir(repo: gitrepo.Repo, root: Path) -> str:
+    rel = root.resolve().relative_to(_top(repo, root).resolve())
     return "" if str(rel) == "." else rel.as_posix()
 
 
@@ -36,14 +39,15 @@ def _diff_args(good: str | None, bad: str | None) -> list[str]:
     return ["-R", bad]
 
 
-def code_diff(repo: git.Repo, root: Path, good: str | None, bad: str | None) -> CodeDiff:
+def code_diff(repo: gitrepo.Repo, root: Path, good: str | None, bad: str | None) -> CodeDiff:
     """Every changed hunk between the good and the bad tree, confined to the root's folder of the repository."""
     sub = _subdir(repo, root)
     scope = [f"--relative={sub}"] if sub else []
     args = ["--no-color", "--no-ext-diff", "--no-prefix", "-M", *scope, *_diff_args(good, bad)]
     result = CodeDiff()
-    result.stat = repo.git.diff("--stat=200", *args)
-    _parse(repo.git.diff("-U3", *args), result)
+    top = _top(repo, root)
+    result.stat = gitrepo.git(top, "diff", "--stat=200", *args, strip=False).rstrip("\n")
+    _parse(gitrepo.git(top, "diff", "-U3", *args, strip=False), result)
     if good is None or bad is None:
         _untracked(repo, root, sub, result, working_side="good" if good is None else "bad")
     return result
@@ -102,10 +106,10 @@ def _parse(text: str, result: CodeDiff) -> None:
     flush()
 
 
-def _untracked(repo: git.Repo, root: Path, sub: str, result: CodeDiff, working_side: str) -> None:
+def _untracked(repo: gitrepo.Repo, root: Path, sub: str, result: CodeDiff, working_side: str) -> None:
     """Untracked files exist only in the working tree: each is a whole-file difference on that side."""
-    top = Path(repo.working_tree_dir or root)
-    for name in sorted(repo.untracked_files):
+    top = _top(repo, root)
+    for name in gitrepo.untracked_files(top):
         if sub and not name.startswith(sub + "/"):
             continue
         rel = name[len(sub) + 1:] if sub else name
@@ -123,15 +127,12 @@ def _untracked(repo: git.Repo, root: Path, sub: str, result: CodeDiff, working_s
         result.stat += f"\n {rel} | untracked"
 
 
-def read_at(repo: git.Repo, root: Path, sha: str | None, path: Path) -> str | None:
+def read_at(repo: gitrepo.Repo | None, root: Path, sha: str | None, path: Path) -> str | None:
     """A file's text at a commit (None: absent there) or on disk when sha is None."""
     if sha is None:
         if not path.is_file():
             return None
         return path.read_bytes()[:MAX_FILE_BYTES].decode("utf-8", "replace")
-    top = Path(repo.working_tree_dir or root).resolve()
+    top = (_top(repo, root) if repo is not None else root).resolve()
     rel = path.resolve().relative_to(top).as_posix() if path.is_absolute() else path.as_posix()
-    try:
-        return repo.git.show(f"{sha}:{rel}", strip_newline_in_stdout=False)
-    except git.GitCommandError:
-        return None
+    return gitrepo.file_at(top, sha, rel)
