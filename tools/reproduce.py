@@ -9,66 +9,57 @@ applies the same diagnosis to a log produced elsewhere, read streaming.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Literal
 
-import anyio
 from pydantic import BaseModel, Field
 
 from tools import gitrepo
 from tools.context import ToolContext
-from tools.diagnosis import Diagnosis, diagnose_file, diagnose_run, diagnose_text
-from tools.diagnosis.streaming import SMALL_LOG
+from tools.diagnosis import Diagnosis, diagnose_file, diagnose_text
 from tools.environment import EnvironmentFacts, gather
 from tools.errors import UsageError
-from tools.experiment import Command, Cwd, Env, IdleTimeoutS, Python, Shell, TimeoutS
-from tools.interpreters import activation_env, resolve_python
+from tools.evidence import Observation, RunFields, Yardstick, declare, diagnosis_line, run_observed, yardstick
 from tools.results import MAX_RESULT_CHARS, ToolResult, bounded
-from tools.runner import Outcome, RunRecord, RunSpec, prepare_command, run_process
 from tools.sessions import SessionStore, require_open
 
 MAX_RUNS = 20
 MAX_TEXT = 2_000_000
 
 
-class ReproduceInput(BaseModel):
+class ReproduceInput(RunFields):
     """Run a failing command several times (own process group, stdin closed, full logs on disk, wall-clock and
     no-output timeouts, Python stacks captured on a hang) and diagnose it: is the failure reproducible with one
     signature, or flaky? Returns each run's outcome and signature, the diagnosis of the first failing run
     (category, root error, location, ranks, hang stacks, failed tests), the last 10 commits and the
-    interpreter's facts (Python, torch/transformers versions, CUDA, relevant env vars). A failing command is a
+    interpreter's facts (Python, torch/transformers versions, CUDA, relevant env vars). A run that exits 0 but
+    prints NaN losses or a swallowed traceback fails (outcome_reason says why). With expect (or a session's
+    symptom), runs failing otherwise are a different_failure, not a reproduction. A failing command is a
     successful call. Phase 1 of the protocol."""
 
-    command: Command
     runs: int = Field(2, description=f"How many times to run the command, 1..{MAX_RUNS}.")
-    timeout_s: TimeoutS = 900.0
-    idle_timeout_s: IdleTimeoutS = None
-    cwd: Cwd = "."
-    env: Env = Field(default_factory=dict)
-    shell: Shell = False
-    python: Python = None
+    expect: str | None = Field(None, description="A text or regex the failure must show (e.g. \"AttributeError: "
+                                                 "module 'numpy'\"). Default with a session: the session's symptom "
+                                                 "(its category and keywords) is the yardstick.")
     session_id: str | None = Field(None, description="The session to record the evidence in (advances Phase 1).")
 
 
-class RunSummary(BaseModel):
-    run_id: str
-    outcome: Outcome
-    exit_code: int | None = None
-    signal: int | None = None
-    duration_s: float
-    timed_out: Literal["wall", "idle"] | None = None
-    signature: str | None = Field(None, description="The failure's signature; null for a passing run.")
-    category: str | None = None
-    log_path: str = Field(description="The full log, relative to the root.")
-    log_uri: str = Field(description="The full log as an MCP resource.")
+Status = Literal["reproduced", "flaky", "not_reproduced", "different_failure"]
 
 
 class ReproduceResult(ToolResult):
-    status: Literal["reproduced", "flaky", "not_reproduced"]
+    status: Status
     command: list[str]
-    runs: list[RunSummary]
-    diagnosis: Diagnosis | None = Field(None, description="Diagnosis of the first failing run.")
+    runs: list[Observation]
+    diagnosis: Diagnosis | None = Field(None, description="Diagnosis of the first failing run (the first showing "
+                                                          "the expected failure, when one does).")
     consistent: bool = Field(description="Every run failed, all with one signature.")
+    matches_symptom: bool | None = Field(
+        None, description="Whether the failing runs show the expected failure (expect, else the session's symptom);"
+                          " null when nothing was expected or no run failed.")
+    expected: str | None = Field(None, description="What the failure was expected to show, when anything.")
+    interpreter: str = Field(description="The interpreter the command's `python` resolved to, and why.")
+    outside_root: list[str] = Field(default_factory=list, description="Files of the project's own packages the "
+                                    "tracebacks name outside the root: the run did not test this tree's code.")
     recent_commits: list[str] = Field(default_factory=list, description="git log --oneline -10.")
     environment: EnvironmentFacts
     next: str
@@ -76,20 +67,31 @@ class ReproduceResult(ToolResult):
     def summary(self) -> str:
         failing = [r for r in self.runs if r.outcome != "pass"]
         outcomes = ", ".join(r.outcome for r in self.runs)
+        shown = self.diagnosis and diagnosis_line(self.diagnosis)
         head = {
             "reproduced": f"REPRODUCED — {len(failing)}/{len(self.runs)} runs failed with one signature",
             "flaky": f"FLAKY — {len(failing)}/{len(self.runs)} runs failed"
                      f" ({len({r.signature for r in failing})} signature(s))",
             "not_reproduced": f"NOT REPRODUCED — all {len(self.runs)} runs passed",
+            "different_failure": f"DIFFERENT FAILURE — {len(failing)}/{len(self.runs)} runs failed, but not with "
+                                 f"the expected failure: expected {self.expected}; got {shown}",
         }[self.status]
         lines = [f"{head} ({outcomes}).", f"Command: {' '.join(self.command)[:300]}"]
+        if self.status != "different_failure" and self.expected and self.matches_symptom:
+            lines.append(f"Matches {self.expected}.")
+        if self.outside_root:
+            lines.append("WARNING: the tracebacks name the project's own files OUTSIDE the root, so the run did not "
+                         f"test this tree's code: {', '.join(self.outside_root[:3])}")
         if self.diagnosis:
             lines += _diagnosis_lines(self.diagnosis)
         lines.append("Runs:")
         for r in self.runs:
-            code = f"signal {r.signal}" if r.signal else f"exit {r.exit_code}"
             extra = f", {r.timed_out} timeout" if r.timed_out else ""
-            lines.append(f"  {r.run_id}: {r.outcome} ({code}{extra}, {r.duration_s:.1f}s) log {r.log_path}")
+            why = f" — {r.outcome_reason}" if r.outcome_reason.startswith("exit 0, but") else ""
+            mark = " [different failure]" if r.matches_expected is False else ""
+            lines.append(f"  {r.run_id}: {r.outcome} ({r.code()}{extra}, {r.duration_s:.1f}s){why}{mark} "
+                         f"log {r.log_path}")
+        lines.append(f"Interpreter: {self.interpreter}")
         lines.append(f"Environment: {self.environment.one_line()}" +
                      (f" [{self.environment.error}]" if self.environment.error else ""))
         if self.recent_commits:
@@ -99,7 +101,7 @@ class ReproduceResult(ToolResult):
 
 
 def _diagnosis_lines(d: Diagnosis) -> list[str]:
-    lines = [f"Diagnosis: {d.one_line()}", f"Signature: {d.signature}"]
+    lines = [f"Diagnosis: {diagnosis_line(d)}", f"Signature: {d.signature}"]
     if d.keywords:
         lines.append(f"Keywords: {', '.join(d.keywords)}")
     if d.ranks:
@@ -140,34 +142,29 @@ class DiagnoseLogResult(ToolResult):
 # ---------------------------------------------------------------- reproduce
 
 
-def _validate(inp: ReproduceInput, ctx: ToolContext) -> tuple[RunSpec, Path]:
-    if not 1 <= inp.runs <= MAX_RUNS:
-        raise UsageError(f"runs must be between 1 and {MAX_RUNS}, got {inp.runs}.",
-                         "use runs=2 for a quick check, up to 20 for a flaky failure")
-    if inp.timeout_s <= 0:
-        raise UsageError(f"timeout_s must be > 0 seconds, got {inp.timeout_s}.", "e.g. timeout_s=900")
-    if inp.idle_timeout_s is not None and inp.idle_timeout_s <= 0:
-        raise UsageError(f"idle_timeout_s must be > 0 seconds, got {inp.idle_timeout_s}.",
-                         "omit it, or e.g. idle_timeout_s=120 to stop a run silent for 2 minutes")
-    cmd = prepare_command(inp.command, inp.shell, inp.env, inp.cwd, ctx.workspace)
-    python = resolve_python(ctx.workspace, inp.python)
-    spec = RunSpec(argv=cmd.argv, cwd=cmd.cwd, env={**activation_env(python), **cmd.env}, timeout_s=inp.timeout_s,
-                   idle_timeout_s=inp.idle_timeout_s, label="reproduce")
-    return spec, python
-
-
-def _status(records: list[RunRecord], signatures: list[str | None]) -> tuple[str, bool]:
-    failing = [s for r, s in zip(records, signatures, strict=True) if r.outcome != "pass"]
+def _status(runs: list[Observation], stick: Yardstick | None) -> tuple[Status, bool, bool | None]:
+    """(status, consistent, matches_symptom): runs failing otherwise than expected do not reproduce it."""
+    failing = [r for r in runs if r.failed]
     if not failing:
-        return "not_reproduced", False
-    consistent = len(failing) == len(records) and len(set(failing)) == 1
-    return ("reproduced" if consistent else "flaky"), consistent
+        return "not_reproduced", False, None
+    consistent = len(failing) == len(runs) and len({r.signature for r in failing}) == 1
+    if stick is None:
+        return ("reproduced" if consistent else "flaky"), consistent, None
+    matching = [r for r in failing if r.matches_expected]
+    if not matching:
+        return "different_failure", consistent, False
+    if len(matching) == len(runs) and len({r.signature for r in matching}) == 1:
+        return "reproduced", True, True
+    return "flaky", False, True
 
 
 def _next(status: str, diagnosis: Diagnosis | None) -> str:
     if status == "not_reproduced":
         return ("the failure did not reproduce: check the environment against the failing one (compare_setups), "
                 "raise runs for an intermittent failure, or diagnose the original log (diagnose_log)")
+    if status == "different_failure":
+        return ("the command fails, but not with the expected failure: fix what stops it first (the environment, "
+                "the network, the command) or correct expect; this run is not a reproduction")
     if status == "flaky":
         return ("intermittent: raise runs to measure the rate; compare the signatures of the failing runs; "
                 "suspect races, seeds, data order, or ranks that differ; then check_constraints")
@@ -193,44 +190,30 @@ def _shrink(result: ReproduceResult) -> ReproduceResult:
 
 async def reproduce(inp: ReproduceInput, ctx: ToolContext) -> ReproduceResult:
     store = SessionStore(ctx.workspace)
-    if inp.session_id:
-        require_open(store, inp.session_id)
-    spec, python = _validate(inp, ctx)
-    records: list[RunRecord] = []
-    diagnoses: list[Diagnosis | None] = []
-    for index in range(inp.runs):
-        label = f"run {index + 1}/{inp.runs}"
-        await ctx.progress(index, inp.runs, f"{label}: starting {spec.argv[0]}")
-
-        async def progress(elapsed: float, _total: float | None, message: str, index: int = index) -> None:
-            await ctx.progress(index + min(elapsed / spec.timeout_s, 0.99), inp.runs,
-                               f"{index}/{inp.runs} runs done; {message}")
-
-        record = await run_process(spec.model_copy(update={"label": label}), ctx.workspace, progress)
-        if spec.argv[:2] == ["/bin/sh", "-c"] and record.exit_code in (126, 127):
-            raise UsageError(f"the shell could not run the command (exit {record.exit_code}): "
-                             f"{record.tail.strip()[-300:]}", "check the program name and its permissions")
-        records.append(record)
-        if record.outcome == "pass":
-            diagnoses.append(None)
-        elif record.log_bytes > SMALL_LOG:
-            diagnoses.append(await anyio.to_thread.run_sync(diagnose_run, record, ctx.root))
-        else:
-            diagnoses.append(diagnose_run(record, ctx.root))
+    state = require_open(store, inp.session_id) if inp.session_id else None
+    if not 1 <= inp.runs <= MAX_RUNS:
+        raise UsageError(f"runs must be between 1 and {MAX_RUNS}, got {inp.runs}.",
+                         "use runs=2 for a quick check, up to 20 for a flaky failure")
+    decl = declare(inp, ctx.workspace, label="reproduce")
+    stick = yardstick(inp.expect, state)
+    runs = await run_observed(decl, ctx, runs=inp.runs, yardstick=stick)
     await ctx.progress(inp.runs, inp.runs, "all runs done; gathering the environment")
-    signatures = [d.signature if d else None for d in diagnoses]
-    status, consistent = _status(records, signatures)
-    environment = await gather(ctx.workspace, python, {**os.environ, **spec.env})
-    first_failing = next((d for d in diagnoses if d is not None), None)
+    status, consistent, matched = _status(runs, stick)
+    assert decl.interpreter is not None
+    environment = await gather(ctx.workspace, decl.interpreter.path, {**os.environ, **decl.env})
+    failing = [r for r in runs if r.failed]
+    shown = next((r for r in failing if r.matches_expected), failing[0] if failing else None)
+    outside = list(dict.fromkeys(f for r in runs for f in r.outside_root))
     result = ReproduceResult(
-        status=status, command=spec.argv, consistent=consistent, diagnosis=first_failing,
-        runs=[RunSummary(run_id=r.run_id, outcome=r.outcome, exit_code=r.exit_code, signal=r.signal,
-                         duration_s=r.duration_s, timed_out=r.timed_out, signature=d.signature if d else None,
-                         category=d.category if d else None, log_path=r.log_path,
-                         log_uri=f"rootcause://runs/{r.run_id}/log") for r, d in zip(records, diagnoses, strict=True)],
+        status=status, command=decl.argv, consistent=consistent, diagnosis=shown.diagnosis if shown else None,
+        runs=runs, matches_symptom=matched, expected=stick.describe() if stick else None,
+        interpreter=decl.interpreter.describe(), outside_root=outside,
         recent_commits=gitrepo.recent_commits(ctx.root, 10), environment=environment,
-        next=_next(status, first_failing),
+        next=_next(status, shown.diagnosis if shown else None),
     )
+    if outside:
+        result.next = ("the run imported the project's code from outside the root "
+                       f"({outside[0]}): fix the interpreter or PYTHONPATH first (pass python=). ") + result.next
     result = _shrink(result)
     if inp.session_id:
         data = result.model_dump(mode="json")
@@ -243,9 +226,16 @@ async def reproduce(inp: ReproduceInput, ctx: ToolContext) -> ReproduceResult:
 def _evidence(result: ReproduceResult) -> str:
     lines = [f"**{result.status}** — `{' '.join(result.command)[:200]}`, runs: "
              + ", ".join(f"{r.outcome} ({r.duration_s:.1f}s)" for r in result.runs)]
+    if result.expected:
+        lines.append(f"- Expected: {result.expected} — matches: {result.matches_symptom}")
+    swallowed = [r.outcome_reason for r in result.runs if r.outcome_reason.startswith("exit 0, but")]
+    if swallowed:
+        lines.append(f"- {swallowed[0]}")
+    if result.outside_root:
+        lines.append(f"- Imports project code from outside the root: {', '.join(result.outside_root[:3])}")
     if result.diagnosis:
         d = result.diagnosis
-        lines += [f"- Diagnosis: {d.one_line()}", f"- Signature: `{d.signature}`"]
+        lines += [f"- Diagnosis: {diagnosis_line(d)}", f"- Signature: `{d.signature}`"]
         if d.keywords:
             lines.append(f"- Keywords: {', '.join(d.keywords)}")
         not_ok = {k: v.outcome for k, v in d.ranks.items() if v.outcome != "ok"}
@@ -298,7 +288,7 @@ def diagnose_log(inp: DiagnoseLogInput, ctx: ToolContext) -> DiagnoseLogResult:
     if inp.session_id:
         data = result.model_dump(mode="json")
         data["diagnosis"]["excerpt"] = bounded(data["diagnosis"]["excerpt"], 1_500)
-        summary = "\n".join([f"Log `{source}` ({size} bytes)", f"- Diagnosis: {diagnosis.one_line()}",
+        summary = "\n".join([f"Log `{source}` ({size} bytes)", f"- Diagnosis: {diagnosis_line(diagnosis)}",
                              f"- Signature: `{diagnosis.signature}`"])
         store.record(inp.session_id, "diagnose_log", summary, data, phase=1)
     return result

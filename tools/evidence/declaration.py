@@ -106,7 +106,7 @@ def check_timeouts(timeout_s: float, idle_timeout_s: float | None) -> None:
         if value is None and name == "idle_timeout_s":
             continue
         if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-            raise UsageError(f"{name} must be a finite number of seconds > 0, got {value}.", hint)
+            raise UsageError(f"{name} must be > 0 seconds and finite, got {value}.", hint)
         if value > MAX_TIMEOUT_S:
             raise UsageError(f"{name} is {value:g} s, over the {MAX_TIMEOUT_S:g} s (7 days) limit.", hint)
 
