@@ -10,17 +10,21 @@ from pydantic import BaseModel, Field
 
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.knowledge.builtin import Checklist, PitfallMatch, applicable_checklists, applicable_pitfalls
+from tools.knowledge.checklists import Checklist, applicable_checklists
 from tools.knowledge.codegen import CodegenCheck, run_codegen_check
 from tools.knowledge.folder import knowledge_dir
 from tools.knowledge.guards import GuardViolation, collect_guards, violations, working_tree_changes
-from tools.knowledge.index import Index, load_index
-from tools.knowledge.vocabulary import concept_hits
+from tools.knowledge.index import Hit, Index, load_index
+from tools.knowledge.pitfalls import PitfallMatch, pitfall, rank_pitfalls
+from tools.knowledge.placeholders import is_placeholder
+from tools.knowledge.vocabulary import symptom_hits
 from tools.results import ToolResult
 from tools.sessions import SessionState, SessionStore
 
 MAX_TOP_K = 50
 MAX_SYMPTOM = 20_000
+PLACEHOLDER_SLACK = 8
+PITFALL_LIMIT = 5
 
 
 class CheckConstraintsInput(BaseModel):
@@ -67,7 +71,8 @@ class CheckConstraintsResult(ToolResult):
     files: list[str]
     entries: int
     matches: list[Match]
-    pitfalls: list[PitfallMatch]
+    pitfalls: list[PitfallMatch] = Field(description="Built-in pitfalls that fit the symptom, best first; one the "
+                                         "project's own matches already document is left out (see notes).")
     checklists: list[Checklist]
     changed_files: int
     guards: list[str] = Field(description="Every generated-path glob found in the knowledge.")
@@ -84,7 +89,7 @@ class CheckConstraintsResult(ToolResult):
         if self.query and not self.matches:
             lines.append("- no knowledge entry matches the symptom")
         for p in self.pitfalls:
-            lines.append(f"Pitfall: {p.title} — {p.why}")
+            lines.append(f"Pitfall: {p.title} [{p.name}] — check: {p.check[:160]}")
         if self.checklists:
             lines.append("Checklists: " + ", ".join(c.name for c in self.checklists))
         for v in self.guard_violations:
@@ -121,7 +126,11 @@ def _session_query(state: SessionState) -> tuple[str, str]:
 def _search(folder: Path, root: Path, query: str, top_k: int, category: str | None,
             paths: list[str] | None) -> tuple[Index, list, list[GuardViolation], list[str], int]:
     index = load_index(folder, root)
-    hits = index.search(query, top_k, category) if query.strip() else []
+    hits: list[Hit] = []
+    if query.strip():
+        # The init templates' example entries are never an answer: rank a few more, drop them.
+        hits = [h for h in index.search(query, top_k + PLACEHOLDER_SLACK, category)
+                if not is_placeholder(h.entry)][:top_k]
     guards = index.derived.get("guards")
     if guards is None:
         guards = index.derived["guards"] = collect_guards(index.files)
@@ -157,8 +166,11 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         paths = [ctx.workspace.relative(ctx.workspace.resolve(p, what="path")) for p in inp.paths]
     index, hits, guard_violations, guard_globs, changed = await anyio.to_thread.run_sync(
         _search, folder, ctx.root, symptom, inp.top_k, category, paths)
-    query_hits = concept_hits(symptom) if symptom else {}
+    query_hits = symptom_hits(symptom) if symptom else {}
     notes = list(index.notes)
+    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations))
+    notes += [f"built-in pitfall {name} is not listed: the project documents it ({where})"
+              for name, where in documented]
     if not index.files:
         notes.append(f"no knowledge files in {ctx.workspace.relative(folder)}: only the built-in pitfalls and "
                      "checklists apply; capture_knowledge creates the files")
@@ -171,7 +183,7 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         matches=[Match(title=h.entry.title, section=h.entry.section, file=h.entry.file, line=h.entry.line,
                        score=h.score, excerpt=h.entry.excerpt(), why=h.why, number=h.entry.number,
                        kind=h.entry.kind) for h in hits],
-        pitfalls=applicable_pitfalls(query_hits, category, bool(guard_violations)),
+        pitfalls=pitfalls,
         checklists=applicable_checklists(query_hits, category, state.checklists if state else []),
         changed_files=changed, guards=guard_globs, guard_violations=guard_violations,
         codegen_stale=codegen.stale if codegen is not None else None, codegen=codegen, notes=notes,
@@ -179,6 +191,28 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
     if state is not None:
         store.record(state.session_id, "check_constraints", result.summary(), _evidence(result), phase=1)
     return result
+
+
+def _pitfalls(symptom: str, category: str | None, hits: list[Hit],
+              guard_hit: bool) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
+    """Ranked built-in pitfalls, minus those a matching project entry already documents (the project first)."""
+    from tools.knowledge.dedupe import find_duplicate
+
+    ranked = rank_pitfalls(symptom, category, PITFALL_LIMIT) if symptom else []
+    if guard_hit and "generated_model_patches" not in {p.name for p in ranked}:
+        generated = pitfall("generated_model_patches")
+        ranked.append(PitfallMatch(name=generated.id, title=generated.title, text=generated.cause,
+                                   why="a changed file is under a generated-path guard", category=generated.category,
+                                   check=generated.check, fix=generated.fix, source=generated.source_url))
+    project = [h.entry for h in hits]
+    kept, documented = [], []
+    for match in ranked:
+        duplicate = find_duplicate(match.title, match.text + "\n" + match.fix, project) if project else None
+        if duplicate is not None:
+            documented.append((match.name, f"{duplicate.entry.file}:{duplicate.entry.line}"))
+        else:
+            kept.append(match)
+    return kept, documented
 
 
 def _evidence(result: CheckConstraintsResult) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tools.knowledge.entries import Entry, ParsedFile, parse_markdown
 from tools.knowledge.folder import markdown_files
-from tools.knowledge.vocabulary import CATEGORY_CONCEPTS, CONCEPT_PREFIX, concept_hits, stem, tokens, words
+from tools.knowledge.vocabulary import CONCEPT_PREFIX, category_concepts, concept_hits, stem, tokens, words
 
 K1 = 1.2
 B = 0.75
@@ -63,7 +63,7 @@ class Index:
 
     def search(self, query: str, top_k: int = 5, category: str | None = None) -> list[Hit]:
         weights: Counter[str] = Counter(tokens(query))
-        boosted = {CONCEPT_PREFIX + c for c in CATEGORY_CONCEPTS.get(category or "", ())}
+        boosted = {CONCEPT_PREFIX + c for c in category_concepts(category)}
         for term in boosted:
             weights[term] += CATEGORY_BOOST
         scores: dict[int, float] = {}

@@ -1,15 +1,18 @@
-"""Tokens, a light stemmer and the field's synonym concepts shared by ranking and dedupe.
+"""Tokens, a light stemmer and the concept matcher over the one symptom vocabulary.
 
 A concept is a group of phrases that mean the same thing to someone debugging training
-code ("NaN", "non-finite", "inf"). Text that mentions any phrase of a group gets the
-group's concept token (`~nonfinite`), so a query and an entry that use different words
-for one idea still meet in the index.
+code ("NaN", "non-finite", "inf"), defined in data/symptoms.yaml. Text that mentions any
+phrase of a group gets the group's concept token (`~nonfinite`), so a query and an entry
+that use different words for one idea still meet in the index. Signals (never indexed)
+are matched the same way plus their regex patterns; triage and the taxonomy read both.
 """
 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
+
+from tools.knowledge.symptoms import vocabulary
 
 # Linear-time forms (a 200 KB run of letters or digits took minutes with open-ended backtracking):
 # a digit token starts only where a digit run starts, and "camelCase" is two lowercase letters then an
@@ -24,55 +27,12 @@ _STOP = frozenset(
     using must should may might get gets got after before""".split()
 )
 
-# Terms are matched on stemmed words (see `stem`); "a b" is a phrase, a trailing * a prefix of the stem.
-CONCEPTS: dict[str, tuple[str, ...]] = {
-    "nonfinite": ("nan", "nonfinite", "non finite", "inf", "infinity", "isfinite", "isnan"),
-    "hang": ("hang", "hung", "deadlock*", "stuck", "timeout", "time out", "timed out", "watchdog", "freez*",
-             "froze", "no progress", "heartbeat"),
-    "oom": ("oom", "out of memory", "outofmemory*", "cudamalloc", "fragmentation", "memory exhaust*"),
-    "checkpoint": ("checkpoint*", "state dict", "statedict", "dcp", "resum*", "missing key", "unexpected key",
-                   "safetensor*", "ckpt", "save load"),
-    "gradnorm": ("grad norm", "gradient norm", "gradnorm", "clip*"),
-    "gradaccum": ("grad accum*", "gradient accum*", "accumulat*", "micro batch*", "microbatch*"),
-    "seqparallel": ("sequence parallel*", "sp", "ulysses", "all to all", "alltoall", "context parallel*", "cp"),
-    "fsdp": ("fsdp", "fsdp2", "fully shard*", "shard*", "dtensor*", "hsdp", "device mesh"),
-    "moe": ("moe", "expert", "ep", "routing", "router", "token dispatch"),
-    "collator": ("collat*", "packing", "dynamic batch*", "data pipeline"),
-    "generated": ("generat*", "patchgen", "codegen", "overwritten"),
-    "multimodal": ("multimodal*", "multi modal*", "vlm", "image", "video", "audio", "vision", "omni"),
-    "dtype": ("dtype", "bf16", "bfloat16", "fp16", "float16", "float32", "fp32", "precision", "cast"),
-    "device": ("npu", "ascend", "torch cuda", "device agnostic", "device type"),
-    "importing": ("import", "importerror", "modulenotfound*", "no module named", "cannot import"),
-    "registry": ("regist*", "model type", "lookup key"),
-    "version": ("version", "upgrad*", "pin", "pinned", "bump*", "downgrad*"),
-    "loss": ("loss*", "ignore index", "label", "cross entropy", "crossentropy"),
-    "position": ("position id", "cu seq len*", "varlen", "segment boundar*"),
-    "attention": ("attention", "attn", "flash attn"),
-    "collective": ("rank", "all reduce", "allreduce", "all gather", "allgather", "reduce scatter", "collective",
-                   "nccl", "gloo", "barrier", "world size", "process group", "torchrun"),
-    "environment": ("uv", "uv sync", "uv lock", "venv", "overlay", "lockfile", "lock file"),
-    "quality": ("ruff", "lint*", "pre commit", "precommit"),
-    "trainer": ("trainer", "callback", "lifecycle", "forward backward"),
-    "wrongvalue": ("wrong", "incorrect", "silent*", "mismatch*", "diverg*", "differ", "different", "difference"),
-    "sync": ("host device sync", "implicit sync", "synchroni*"),
-}
 CONCEPT_PREFIX = "~"
 
-# The diagnosis category of a session pulls entries about the same kind of failure up.
-CATEGORY_CONCEPTS: dict[str, tuple[str, ...]] = {
-    "cuda_oom": ("oom",),
-    "host_oom": ("oom",),
-    "nonfinite": ("nonfinite",),
-    "gradient_explosion": ("gradnorm",),
-    "hang": ("hang", "collective"),
-    "distributed_error": ("collective",),
-    "checkpoint_mismatch": ("checkpoint",),
-    "dtype_mismatch": ("dtype",),
-    "device_mismatch": ("device",),
-    "import_error": ("importing", "registry", "version"),
-    "cuda_error": ("device",),
-    "shape_mismatch": ("seqparallel",),
-}
+
+def category_concepts(category: str | None) -> tuple[str, ...]:
+    """The concepts a diagnosis category pulls up (symptoms.yaml category_concepts)."""
+    return vocabulary().category_concepts.get(category or "", ())
 
 
 @lru_cache(maxsize=65_536)
@@ -112,11 +72,14 @@ def words(text: str) -> list[str]:
 _PLAIN = re.compile(r"[a-z0-9]+")
 
 
-def _compile() -> tuple[dict[str, list[tuple[tuple[str, ...], bool, str]]], list[tuple[str, str]]]:
+Compiled = tuple[dict[str, list[tuple[tuple[str, ...], bool, str]]], list[tuple[str, str]]]
+
+
+def _compile(groups: dict[str, tuple[str, ...]]) -> Compiled:
     """Phrases keyed by their first stem (exact first words), and single-word prefixes."""
     phrases: dict[str, list[tuple[tuple[str, ...], bool, str]]] = {}
     prefixes: list[tuple[str, str]] = []
-    for name, terms in CONCEPTS.items():
+    for name, terms in groups.items():
         for term in terms:
             parts = term.split()
             is_prefix = parts[-1].endswith("*")
@@ -128,23 +91,35 @@ def _compile() -> tuple[dict[str, list[tuple[tuple[str, ...], bool, str]]], list
     return phrases, prefixes
 
 
-_PHRASES, _PREFIXES = _compile()
+@cache
+def _concepts_compiled() -> Compiled:
+    return _compile(vocabulary().concepts)
+
+
+@cache
+def _signals_compiled() -> tuple[Compiled, tuple[tuple[str, re.Pattern[str]], ...]]:
+    signals = vocabulary().signals
+    patterns = tuple((name, re.compile(p)) for name, sig in signals.items() for p in sig.patterns)
+    return _compile({name: sig.terms for name, sig in signals.items()}), patterns
 
 
 @lru_cache(maxsize=65_536)
 def _prefix_concepts(word_stem: str) -> tuple[str, ...]:
-    return tuple(name for prefix, name in _PREFIXES if word_stem.startswith(prefix))
+    return tuple(name for prefix, name in _concepts_compiled()[1] if word_stem.startswith(prefix))
 
 
-def _scan(text: str) -> dict[str, str]:
+def _scan(text: str, compiled: Compiled | None = None) -> dict[str, str]:
     """Concept -> the first phrase of text that names it (stemmed-word matching, one pass)."""
+    phrases, prefixes = compiled or _concepts_compiled()
     raw = _PLAIN.findall(text.lower())
     stems = [stem(w) for w in raw]
     found: dict[str, str] = {}
     for i, s in enumerate(stems):
-        for name in _prefix_concepts(s):
+        names = (_prefix_concepts(s) if compiled is None
+                 else tuple(name for prefix, name in prefixes if s.startswith(prefix)))
+        for name in names:
             found.setdefault(name, raw[i])
-        for parts, is_prefix, name in _PHRASES.get(s, ()):
+        for parts, is_prefix, name in phrases.get(s, ()):
             if name in found:
                 continue
             n = len(parts)
@@ -170,3 +145,17 @@ def concept_hits(text: str) -> dict[str, str]:
 def tokens(text: str) -> list[str]:
     """Index tokens: stemmed words plus one concept token per concept mentioned."""
     return words(text) + [CONCEPT_PREFIX + c for c in concepts(text)]
+
+
+def symptom_hits(text: str) -> dict[str, str]:
+    """Concepts and signals named by text -> the words that named them (triage, taxonomy, checklists)."""
+    found = _scan(text)
+    compiled, patterns = _signals_compiled()
+    for name, phrase in _scan(text, compiled).items():
+        found.setdefault(name, phrase)
+    for name, pattern in patterns:
+        if name not in found:
+            m = pattern.search(text)
+            if m:
+                found[name] = m.group(0)[:60]
+    return found

@@ -1,0 +1,121 @@
+"""The built-in pitfall library (data/pitfalls.yaml): validated models and their ranking.
+
+Pitfalls are ranked against a symptom with the same BM25 index and concept vocabulary as
+the project's own knowledge (an entry per pitfall: its title, its category as section, its
+symptom phrases and cause as body), so the two meet the same words the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+from tools.knowledge.entries import Entry, ParsedFile
+from tools.knowledge.index import Index
+from tools.knowledge.symptoms import read_data, vocabulary
+from tools.taxonomy import Category
+
+PITFALLS_FILE = "pitfalls.yaml"
+SOURCE = re.compile(r"^(https://\S+|[\w.-]+/[\w.-]+#\d+)$")
+MIN_SHARE_OF_TOP = 0.3
+"""A pitfall is listed when its score is at least this share of the best pitfall's score."""
+
+
+class Pitfall(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[a-z0-9_]+$")
+    title: str
+    category: Category
+    symptoms: tuple[str, ...] = Field(min_length=1)
+    cause: str
+    check: str
+    fix: str
+    source: str
+    concepts: tuple[str, ...] = ()
+
+    @field_validator("source")
+    @classmethod
+    def _public_source(cls, value: str) -> str:
+        if not SOURCE.match(value):
+            raise ValueError(f"source {value!r} must be an https URL or owner/repo#number")
+        return value
+
+    @property
+    def source_url(self) -> str:
+        if self.source.startswith("https://"):
+            return self.source
+        repo, number = self.source.split("#")
+        return f"https://github.com/{repo}/issues/{number}"
+
+
+class PitfallMatch(BaseModel):
+    name: str
+    title: str
+    text: str
+    why: str
+    category: str = ""
+    score: float = 0.0
+    check: str = ""
+    fix: str = ""
+    source: str = ""
+
+
+@cache
+def load_pitfalls() -> tuple[Pitfall, ...]:
+    import yaml
+
+    pitfalls = TypeAdapter(tuple[Pitfall, ...]).validate_python(yaml.safe_load(read_data(PITFALLS_FILE)))
+    ids = [p.id for p in pitfalls]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ValueError(f"{PITFALLS_FILE}: duplicate pitfall ids {duplicates}")
+    known = set(vocabulary().concepts)
+    for p in pitfalls:
+        unknown = set(p.concepts) - known
+        if unknown:
+            raise ValueError(f"{PITFALLS_FILE}: pitfall {p.id} names unknown concepts {sorted(unknown)}")
+    referenced = {i for spec in vocabulary().checklists.values() for item in spec.items for i in item.pitfalls}
+    missing = referenced - set(ids)
+    if missing:
+        raise ValueError(f"symptoms.yaml checklists name unknown pitfalls {sorted(missing)}")
+    return pitfalls
+
+
+def pitfall(pitfall_id: str) -> Pitfall:
+    return next(p for p in load_pitfalls() if p.id == pitfall_id)
+
+
+@cache
+def pitfall_index() -> Index:
+    pitfalls = load_pitfalls()
+    entries = [Entry(p.title, p.category, "builtin:pitfalls", n, n,
+                     "\n".join(p.symptoms) + "\n" + p.cause + ("\n" + " ".join(p.concepts) if p.concepts else ""),
+                     "bullet")
+               for n, p in enumerate(pitfalls)]
+    return Index.build({"builtin:pitfalls": ParsedFile("builtin:pitfalls", entries, [], None, 0)},  # type: ignore[arg-type]
+                       [])
+
+
+def rank_pitfalls(symptom: str, category: str | None, limit: int = 5) -> list[PitfallMatch]:
+    """The built-in pitfalls that fit the symptom, best first (BM25 + concepts + category boost)."""
+    if not symptom.strip():
+        return []
+    pitfalls = load_pitfalls()
+    hits = pitfall_index().search(symptom, limit, category)
+    if not hits:
+        return []
+    floor = hits[0].score * MIN_SHARE_OF_TOP
+    out = []
+    for hit in hits:
+        if hit.score < floor:
+            break
+        p = pitfalls[hit.entry.line]
+        out.append(PitfallMatch(name=p.id, title=p.title, text=p.cause, why="; ".join(hit.why) or "ranked match",
+                                category=p.category, score=hit.score, check=p.check, fix=p.fix,
+                                source=p.source_url))
+    return out
+
+
