@@ -24,14 +24,24 @@ from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from tools.diagnosis.streaming import condensed_text
 from tools.diagnosis.templates import PRECURSORS, find_templates
 from tools.diagnosis.text import Line, split_lines, streams
-from tools.diagnosis.tracebacks import is_exception_type, message_lines, parse_tracebacks, unmarked
+from tools.diagnosis.tracebacks import exception_line, is_exception_type, message_lines, parse_tracebacks, unmarked
 from tools.keywords import extract_keywords
 from tools.results import bounded
 from tools.runner import ProcessStack, RunRecord
 
 # Tiers of candidate root errors, lowest wins.
 _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
-                       r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback)$")
+                       r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback|"
+                       r"RayActorError|RayTaskError|ActorDiedError|SrunTaskExit)$")
+# A wrapper that says the cause was logged before it (vLLM's engine core, launchers).
+_WRAPPER_MESSAGES = re.compile(r"See root cause above|see the (?:error|traceback|logs?) above|"
+                               r"look up to see its traceback\)?:?\s*$|check the (?:worker|error) logs? above",
+                               re.IGNORECASE)
+_CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Aborted"})
+# A cause written into a wrapper's message: "... because of the following error (look up to see its
+# traceback):\nNo module named 'x'", "... exception: KeyError: 'w'", "Caused by: ValueError: ...".
+_EMBEDDED_CAUSE = re.compile(r"(?:because of the following (?:error|exception)(?: \(look up to see its traceback\))?|"
+                             r"\bexception|Caused by|the following error)\s*:\s*(?P<cause>\S.*)", re.DOTALL)
 _CONSEQUENCES = re.compile(r"(KeyboardInterrupt|SignalException|SystemExit|BrokenPipeError|CancelledError)$")
 _CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2\b|closing signal", re.IGNORECASE)
 _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
@@ -58,8 +68,11 @@ MAX_RANKS = 64
 
 
 def _tier(error: FoundError, category: str) -> int:
-    if _WRAPPERS.search(error.type):
+    if _WRAPPERS.search(error.type) or (error.source != "template" and _WRAPPER_MESSAGES.search(error.message)
+                                        and not _EMBEDDED_CAUSE.search(error.message)):
         return 3
+    if error.ignored or error.template in _CONSEQUENCE_TEMPLATES:
+        return 2
     if error.template == "signal SIGABRT":
         return 2  # NCCL and c10 abort the process after the error that matters
     if _CONSEQUENCES.search(error.type) or (error.source == "template" and error.category is None
@@ -120,10 +133,51 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
         if spike is not None:
             spike.chain = chain
             errors.append(spike)
+    errors.extend(_embedded_causes(errors))
+    _mark_ignored(errors, lines)
     in_test = pytest.detected
     for error in errors:
         frame_names.mark(error.frames, root)
     return errors, pytest.failed, in_test, report
+
+
+_IGNORED = re.compile(r"^\s*Exception ignored in\b")
+
+
+def _mark_ignored(errors: list[FoundError], lines: list[Line]) -> None:
+    for error in errors:
+        if error.start is not None and any(_IGNORED.match(ln.text) for ln in lines[max(0, error.start - 2):
+                                                                                  error.start + 1]):
+            error.ignored = True
+
+
+def _embedded_causes(errors: list[FoundError]) -> list[FoundError]:
+    """The cause a wrapper's message carries in its text, as the first link of the wrapper's chain."""
+    causes = []
+    for error in errors:
+        if error.source == "template" or not error.message:
+            continue
+        m = _EMBEDDED_CAUSE.search(error.message)
+        if not m:
+            continue
+        cause = m.group("cause").strip()
+        first, _, rest = cause.partition("\n")
+        typed = exception_line(unmarked(first))
+        if typed:
+            kind, message = typed[0], "\n".join([typed[1], rest]).strip()
+        else:
+            kind, message = error.type, cause
+        if kind == error.type and message == error.message:
+            continue
+        cause_error = FoundError(type=kind, message=message, line=error.line, rank=error.rank, frames=error.frames,
+                                 chain=error.chain, link=error.link - 1, source="embedded", start=error.start,
+                                 end=error.end)
+        # A wrapper that knows better ("Rank 2 failed to pass monitoredBarrier ... Original exception: <a
+        # closed connection>" is a hang) keeps the root; a generic one hands it to its cause.
+        wrapper_category = categorise(error, False)
+        if wrapper_category in GENERIC or wrapper_category == categorise(cause_error, False):
+            causes.append(cause_error)
+    return causes
 
 
 def _chain_category(chain: list[FoundError], in_test: bool) -> str:
@@ -171,14 +225,32 @@ def _excerpt(lines: list[Line], error: FoundError | None, text: str, limit: int 
     return bounded(prefix + "\n".join(ln.text for ln in block).strip(), limit)
 
 
+_SRUN_TASK = re.compile(r"^srun: error: (?P<node>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)$")
+_SLURMSTEPD_NODE = re.compile(r"^slurmstepd-(?P<node>[\w.\-]+): ")
+_LOCAL_RANK_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
+
+
+def _task_ids(spec: str) -> list[int]:
+    ids: list[int] = []
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            ids.extend(range(int(low), int(high) + 1 if high.isdigit() else int(low) + 1))
+    return ids[:MAX_RANKS * 64]
+
+
 def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, stacks: list[StackSummary],
-           in_test: bool) -> dict[str, RankInfo]:
+           in_test: bool, root_error: FoundError | None) -> dict[str, RankInfo]:
     ranks: dict[int, RankInfo] = {}
+    nodes: dict[int, str] = {}
     for line in lines:
         if line.rank is not None and line.rank not in ranks and len(ranks) < 4096:
             ranks[line.rank] = RankInfo(outcome="ok")
+        m = _SLURMSTEPD_NODE.match(line.text)
+        if m and line.rank is not None:
+            nodes.setdefault(line.rank, m.group("node"))
     for error in sorted(errors, key=lambda e: e.line):
-        if error.rank is None:
+        if error.rank is None or error.ignored:
             continue
         category = categorise(error, in_test)
         outcome = "hang" if category == "hang" else "crash" if error.type.startswith("Signal") else "fail"
@@ -193,12 +265,35 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
             outcome = "crash" if (failure.exitcode or 0) < 0 else "fail"
             first = failure.traceback.splitlines()[0] if failure.traceback else f"exitcode {failure.exitcode}"
             ranks[failure.rank] = RankInfo(outcome=outcome, first_error=first[:300])
+    # The launcher's own lines name failed ranks whose output carried no rank prefix.
+    unranked = root_error.headline()[:300] if root_error is not None and root_error.rank is None else None
+    for line in lines:
+        srun = _SRUN_TASK.match(line.text)
+        local = _LOCAL_RANK_FAILED.search(line.text) if not srun else None
+        if srun:
+            what = srun.group("what").strip()
+            outcome = "fail" if what.startswith("Exited with exit code") else "crash"
+            for task in _task_ids(srun.group("tasks")):
+                nodes[task] = srun.group("node")
+                info = ranks.get(task)
+                if info is None or info.outcome == "ok":
+                    ranks[task] = RankInfo(outcome=outcome, first_error=f"{what} (srun task {task})")
+        elif local:
+            rank, code = int(local.group("rank")), int(local.group("code"))
+            info = ranks.get(rank)
+            if info is None or info.outcome == "ok":
+                ranks[rank] = RankInfo(outcome="crash" if code < 0 else "fail",
+                                       first_error=unranked or f"exitcode {code}")
     for stack in stacks:
         if stack.rank is not None:
             info = ranks.get(stack.rank)
             if info is None or info.outcome == "ok":
                 where = stack.collective or (stack.frames[-1] if stack.frames else "?")
-                ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}")
+                at = f" at {stack.user_frame}" if stack.user_frame else ""
+                ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}{at}")
+    for rank, node in nodes.items():
+        if rank in ranks:
+            ranks[rank].node = node
     ordered = sorted(ranks.items())
     shown = dict((str(k), v) for k, v in ordered[:MAX_RANKS])
     if len(ordered) > MAX_RANKS:
@@ -244,6 +339,19 @@ def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary
     return words[:3]
 
 
+_ERRORISH = re.compile(r"\b(error|errors|failed|failure|fatal|exception|abort(ed)?|killed|timed? ?out|"
+                       r"cancelled|segmentation fault|core dumped)\b", re.IGNORECASE)
+
+
+def _last_error_line(lines: list[Line]) -> str:
+    """Without an exception message: the last line that looks like an error (a logger's ERROR, or its words)."""
+    for line in reversed(lines):
+        text = line.text.strip()
+        if text and (line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text)):
+            return text[:500]
+    return ""
+
+
 def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks: list[ProcessStack] | None = None,
                   exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
     root = Path(root)
@@ -287,11 +395,17 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
             rel = frame_names.resolve_in_root(frame.file, str(root)) or frame.file
             location = f"{rel}:{frame.line}" if frame.line else rel
             break
+    if location is None:
+        # A hang's (or a crash's faulthandler dump's) first stuck process: the project's line it stands on.
+        dumps = summaries or (stacks_in_log(text, root) if category in ("hang", "crash") else [])
+        location = next((s.user_frame for s in dumps if s.user_frame), None)
     message = error.message if error else ""
     if error is None and category == "hang":
         waits = sorted({s.collective for s in summaries if s.collective})
         message = f"no progress ({timed_out or 'timeout'} timeout)" + (f"; waiting in {', '.join(waits)}"
                                                                       if waits else "")
+    if not message.strip():
+        message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "")
     excerpt = _excerpt(lines, error, text)
     return Diagnosis(
         category=category,
@@ -301,7 +415,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         signature=signature,
         location=location,
         frames=frames,
-        ranks=_ranks(lines, errors, report, summaries, in_test),
+        ranks=_ranks(lines, errors, report, summaries, in_test, error),
         stacks=summaries[:16],
         failed_tests=failed_tests[:100],
         excerpt=excerpt,

@@ -17,6 +17,8 @@ class Frame(BaseModel):
 class RankInfo(BaseModel):
     outcome: str
     first_error: str | None = None
+    node: str | None = None
+    """The host the rank ran on, when the log says (Slurm's `srun: error: n2: task 1: ...`)."""
 
 
 class StackSummary(BaseModel):
@@ -26,6 +28,8 @@ class StackSummary(BaseModel):
     """Innermost last, as `module:function (file:line)`."""
     collective: str | None = None
     """The collective the process waits in (all_reduce, barrier, ...), when one is on its stack."""
+    user_frame: str | None = None
+    """The innermost frame inside the root (`file:line`, relative to the root): the project's line waiting."""
 
 
 class Diagnosis(BaseModel):

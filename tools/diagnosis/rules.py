@@ -77,7 +77,8 @@ RULES: tuple[DiagRule, ...] = (
           r"cuDNN error|cudaError\w+|misaligned address|no kernel image is available|"
           r"CUDA kernel errors might be asynchronously|unspecified launch failure|CUDA driver (version|error)|"
           r"Torch not compiled with CUDA enabled|No CUDA GPUs are available|"
-          r"Found no NVIDIA driver|Triton Error \[CUDA\]|HIP error:|NVML_SUCCESS|CUDA initialization",
+          r"Found no NVIDIA driver|Triton Error \[CUDA\]|HIP error:|NVML_SUCCESS|CUDA initialization|"
+          r"unhandled cuda error|ncclUnhandledCudaError|Cuda failure '",
           flags=0),
     _rule("device_mismatch", None,
           r"Expected all tensors to be on the same device|on different devices|found at least two devices|"
@@ -86,7 +87,8 @@ RULES: tuple[DiagRule, ...] = (
           r"Expected (a )?'?(cuda|cpu)'? device type|must be on the same device|device mismatch|"
           r"is on (CPU|cpu|cuda:\d+|meta).*(expected|but)|Expected tensor for argument .* to have the same device|"
           r"indices should be either on cpu or on the same device|tensors? (is|are) on (the )?meta device|"
-          r"Tensors must be CUDA|not at the same device|must be on the same device|same device as"),
+          r"Tensors must be CUDA|not at the same device|must be on the same device|same device as|"
+          r"Inconsistent compute device|compute device and `?device_id"),
     _rule("dtype_mismatch", None,
           r"expected scalar type \w+ but found \w+|expected (m1|mat1) and (m2|mat2) to have the same dtype|"
           r"must have the same dtype|dtype mismatch|found dtype \w+ but expected|"
@@ -95,7 +97,7 @@ RULES: tuple[DiagRule, ...] = (
           r"should be the same dtype|expected dtype|dtypes? (do not|don't) match|Got unsupported ScalarType|"
           r"to have the same dtype|Expected object of scalar type|promot\w+ .*dtype|"
           r"dtype \w+ (is )?not supported|unsupported dtype|mixed dtype|Attempting to unscale FP16 gradients|"
-          r"to have one of the following scalar types"),
+          r"to have one of the following scalar types|uniform dtype"),
     _rule("shape_mismatch", None,
           r"shape mismatch|shapes cannot be multiplied|The size of tensor a \(\d+\) must match the size of tensor b|"
           r"Sizes of tensors must match|size mismatch|shape '\[.*\]' is invalid for input of size|"

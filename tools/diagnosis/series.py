@@ -23,12 +23,24 @@ _SERIES = {
 SPIKE_FACTOR = {"grad_norm": 20.0, "loss": 3.0}
 FLOOR = {"grad_norm": 100.0, "loss": 0.0}
 MIN_HISTORY = 3
+# A steady rise is an explosion too: every logged value above the last for RISE_STEPS values,
+# ending RISE_FACTOR times higher than it started.
+RISE_STEPS = 4
+RISE_FACTOR = {"grad_norm": 10.0, "loss": 2.5}
+
+
+def _explosion(name: str, kind: str, message: str, line: Line) -> FoundError:
+    return FoundError(type="GradientExplosion" if name == "grad_norm" else "LossSpike", message=message,
+                      line=line.index, rank=line.rank, source="template", category="gradient_explosion",
+                      template=f"{name.replace('_', '-')}-{kind}", start=max(0, line.index - 3), end=line.index + 1)
 
 
 def find_spike(lines: list[Line]) -> FoundError | None:
-    """The first spike of grad_norm (else loss), as a template error of category gradient_explosion."""
+    """The first spike (or steady rise) of grad_norm, else loss, as a template error of category
+    gradient_explosion."""
     for name in ("grad_norm", "loss"):
         history: list[float] = []
+        rising = 0
         for line in lines:
             m = _SERIES[name].search(line.text)
             if not m:
@@ -42,11 +54,13 @@ def find_spike(lines: list[Line]) -> FoundError | None:
             if len(history) >= MIN_HISTORY:
                 base = median(history[-20:])
                 if base > 0 and value > SPIKE_FACTOR[name] * base and value > FLOOR[name]:
-                    return FoundError(
-                        type="GradientExplosion" if name == "grad_norm" else "LossSpike",
-                        message=f"{name} {value:g} is {value / base:.0f}x the median {base:g} of the previous values",
-                        line=line.index, rank=line.rank, source="template", category="gradient_explosion",
-                        template=f"{name.replace('_', '-')}-spike", start=max(0, line.index - 3),
-                        end=line.index + 1)
+                    return _explosion(name, "spike", f"{name} {value:g} is {value / base:.0f}x the median {base:g} "
+                                      "of the previous values", line)
+            rising = rising + 1 if history and value > history[-1] else 0
+            if rising >= RISE_STEPS - 1:
+                start = history[-rising]
+                if start > 0 and value >= RISE_FACTOR[name] * start:
+                    return _explosion(name, "rise", f"{name} rose {value / start:.1f}x over {rising} logged steps "
+                                      f"({start:g} to {value:g})", line)
             history.append(value)
     return None

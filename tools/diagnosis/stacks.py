@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tools.diagnosis.frames import display_module
+from tools.diagnosis.frames import display_module, resolve_in_root
 from tools.diagnosis.models import Frame, StackSummary
 
 COLLECTIVES = frozenset({
@@ -80,15 +80,41 @@ def summarise(text: str, root: Path, pid: int | None = None, rank: int | None = 
     if not frames:
         return None
     shown = [f"{display_module(f.file, root)}:{f.function} ({Path(f.file).name}:{f.line})" for f in frames[-keep:]]
-    return StackSummary(pid=pid, rank=rank, frames=shown, collective=collective_of(frames))
+    return StackSummary(pid=pid, rank=rank, frames=shown, collective=collective_of(frames),
+                        user_frame=user_frame(frames, root))
+
+
+def user_frame(frames: list[Frame], root: Path) -> str | None:
+    """The innermost frame inside the root, as `file:line` relative to the root."""
+    for frame in reversed(frames):
+        rel = resolve_in_root(frame.file, str(root))
+        if rel:
+            return f"{rel}:{frame.line}" if frame.line else rel
+    return None
 
 
 def stacks_in_log(text: str, root: Path, limit: int = 16) -> list[StackSummary]:
-    """Dumps embedded in a log: py-spy `Process N:` blocks or faulthandler blocks, one summary each."""
+    """Dumps embedded in a log: py-spy `Process N:` blocks or faulthandler blocks, one summary each.
+
+    Read one stream at a time (a rank's `[rank1]:` lines), so interleaved dumps of several ranks
+    stay apart and each summary keeps its rank."""
+    from tools.diagnosis.text import split_lines, streams
+
+    found: list[StackSummary] = []
+    for (rank, _), stream in streams(split_lines(text)).items():
+        for block_pid, lines in _blocks([ln.text for ln in stream]):
+            summary = summarise("\n".join(lines), root, pid=block_pid, rank=rank)
+            if summary:
+                found.append(summary)
+    found.sort(key=lambda s: (s.rank is None, s.rank or 0))
+    return found[:limit]
+
+
+def _blocks(texts: list[str]) -> list[tuple[int | None, list[str]]]:
     blocks: list[tuple[int | None, list[str]]] = []
     current: list[str] | None = None
     pid: int | None = None
-    for line in text.splitlines():
+    for line in texts:
         p = _PYSPY_PROCESS.match(line)
         if p or _FATAL.match(line):
             if current:
@@ -102,9 +128,4 @@ def stacks_in_log(text: str, root: Path, limit: int = 16) -> list[StackSummary]:
             current.append(line)
     if current:
         blocks.append((pid, current))
-    found = []
-    for block_pid, lines in blocks[:limit]:
-        summary = summarise("\n".join(lines), root, pid=block_pid)
-        if summary:
-            found.append(summary)
-    return found
+    return blocks

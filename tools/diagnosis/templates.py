@@ -50,15 +50,28 @@ TEMPLATES: tuple[Template, ...] = (
     _t("BarrierTimeout", r"monitoredBarrier.*(timed out|Timed out)|Timed out initializing process group in store "
        r"based barrier", "hang", lambda m: "barrier-timeout"),
     _t("FaulthandlerTimeout", r"^Timeout \(\d+:\d\d:\d\d\)!", "hang", lambda m: "faulthandler-timeout"),
+    # Slurm: `slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-03-04T07:21:10 DUE TO TIME LIMIT ***`.
+    _t("SlurmTimeLimit", r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT", "hang",
+       lambda m: "slurm-time-limit"),
+    _t("SlurmCancelled", r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+", None, lambda m: "slurm-cancelled"),
+    _t("SrunTaskExit", r"^srun: error: \S+: tasks? [\d,\-]+: (Exited with exit code \d+|Killed|\w[\w ]*)", None,
+       lambda m: "srun-task-" + re.sub(r"\d+", "<n>", m.group(1)).lower().replace(" ", "-")),
     _t("OOMKiller", r"^\s*Killed\s*$|Out of memory: Kill(ed)? process|oom-kill|invoked oom-killer", "host_oom",
        lambda m: "oom-killer"),
     _t("SignalSIGKILL", r"Signal 9 \(SIGKILL\) received by PID|died with <Signals\.SIGKILL: 9>|"
+       r"killed by signal:? Killed|"
        r"exit(?:ed with)? code[: ]\s*137\b|(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-9\b",
        "host_oom", lambda m: "signal SIGKILL"),
     _t("FatalPythonError", r"^Fatal Python error: (\w[\w ]*)", "crash", lambda m: f"fatal-python-error {m.group(1)}"),
     _t("SegmentationFault", r"Segmentation fault|SIGSEGV|Signal 11 \(SIGSEGV\)|"
        r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-11\b", "crash", lambda m: "signal SIGSEGV"),
-    _t("Aborted", r"^Aborted( \(core dumped\))?\s*$|Signal 6 \(SIGABRT\)|"
+    # glibc's heap checks abort the process: the corruption is the failure, the SIGABRT its consequence.
+    _t("GlibcHeapCorruption", r"double free or corruption|free\(\): invalid (?:pointer|size|next size)|"
+       r"malloc\(\): (?:corrupted|memory corruption|unaligned)|corrupted size vs\.? prev_size|"
+       r"munmap_chunk\(\): invalid pointer|malloc_consolidate\(\): invalid", "crash",
+       lambda m: "glibc-heap-corruption"),
+    _t("Aborted", r"^Aborted( \(core dumped\))?\s*$|Signal 6 \(SIGABRT\)|killed by signal:? Aborted|"
+       r"died with <Signals\.SIGABRT: 6>|"
        r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-6\b", "crash", lambda m: "signal SIGABRT"),
     _t("BusError", r"^Bus error( \(core dumped\))?\s*$|SIGBUS|Signal 7 \(SIGBUS\)|"
        r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-7\b", "crash", lambda m: "signal SIGBUS"),
@@ -85,6 +98,14 @@ TEMPLATES: tuple[Template, ...] = (
        r"\b(loss|grad[_ ]?norm|total[_ ]norm|gradnorm)\b['\"]?\s*[:=]?\s*(?:tensor\()?(?:[-+]?\d[\d.e+-]*\s*\()?"
        r"[-+]?(nan|inf)\b", "nonfinite",
        lambda m: f"nonfinite {m.group(1).lower().replace(' ', '_')}", re.IGNORECASE),
+    # Words around the value: "nan loss detected", "Loss is NaN, stopping training", "NaN or Inf found in loss".
+    _t("NonFiniteLossWords",
+       r"\b(?:nan|inf|non-?finite)\s+(loss|grad[_ ]?norm|gradients?)\b|"
+       r"\b(loss|grad[_ ]?norm)\s+(?:is|became|becomes|was|has become)\s+(?:nan|inf|non-?finite)\b|"
+       r"\b(?:nan|inf)\s+(?:or\s+inf\s+)?(?:found|detected|encountered)\s+in\s+(?:the\s+)?"
+       r"(loss|grad[_ ]?norm|gradients?)",
+       "nonfinite", lambda m: "nonfinite " + ("loss" if next(g for g in m.groups() if g).lower() == "loss"
+                                               else "grad_norm"), re.IGNORECASE),
     _t("LossScaleOverflow",
        r"loss scale already at minimum|Gradient overflow\. Skipping step|OVERFLOW! Rank \d+ Skipping", "nonfinite",
        lambda m: "fp16-overflow"),

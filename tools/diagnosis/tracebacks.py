@@ -31,11 +31,15 @@ _LOOSE_FRAMES = (
 )
 # A traceback printed inside another exception's message (its cause), not a separate failure that follows.
 _EMBEDDED = re.compile(r"Original Traceback|\(RANK \d+\)|terminated with the following error|"
-                       r"Caught \w+ in DataLoader worker")
+                       r"Caught \w+ in DataLoader worker|exited with (?:error|exit) code -?\d+ and exception:|"
+                       r"(?:because of|with) the following (?:error|exception)|(?:^|\s)[Ee]xception:\s*$|"
+                       r"Caused by:?\s*$|raised an exception:?\s*$")
 _BOX = re.compile(r"^\s*[│╭╰─╮╯]")
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
-EXC_LINE = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:::[\w:]+)?)(?::(?:\s(?P<msg>.*)|$)|$)")
+# Ray names the cause in the type: `ray.exceptions.RayTaskError(TypeError): ...`.
+EXC_LINE = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:::[\w:]+)?)(?:\((?P<inner>[A-Za-z_][\w.]*)\))?"
+                      r"(?::(?:\s(?P<msg>.*)|$)|$)")
 _EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Warning", "Unsupported", "Timeout",
                  "Abort", "Aborted")
 _BARE_NAMES = {"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "GeneratorExit", "SystemExit",
@@ -123,8 +127,12 @@ def message_lines(lines: list[Line], j: int, first: str, limit: int = 40) -> tup
         if TB_START.search(text):
             message = "\n".join(parts).strip()
             return message, j, bool(_EMBEDDED.search(text) or _EMBEDDED.search(message))
-        if SEPARATOR.match(text) or FRAME.match(text):
+        if SEPARATOR.match(text):
             break
+        if FRAME.match(text):
+            # Frames right after a message belong to it: a worker's traceback a wrapper embeds (Ray).
+            return "\n".join(parts).strip(), j, len(parts) > 0
+
         if _LOG_RECORD.match(text) or lines[j].record:
             break
         parts.append(text.strip() if not text.startswith("\t") else text.rstrip())
