@@ -35,6 +35,8 @@ class Pitfall(BaseModel):
     fix: str
     source: str
     concepts: tuple[str, ...] = ()
+    prior: float = Field(1.0, ge=0.5, le=2.0)
+    """How common the cause is: a short symptom that fits several pitfalls lists the common ones first."""
 
     @field_validator("source")
     @classmethod
@@ -104,17 +106,19 @@ def rank_pitfalls(symptom: str, category: str | None, limit: int = 5) -> list[Pi
     if not symptom.strip():
         return []
     pitfalls = load_pitfalls()
-    hits = pitfall_index().search(symptom, limit, category)
-    if not hits:
+    scored = sorted(((hit.score * pitfalls[hit.entry.line].prior, hit)
+                     for hit in pitfall_index().search(symptom, len(pitfalls), category)),
+                    key=lambda pair: (-pair[0], pair[1].entry.line))[:limit]
+    if not scored:
         return []
-    floor = hits[0].score * MIN_SHARE_OF_TOP
+    floor = scored[0][0] * MIN_SHARE_OF_TOP
     out = []
-    for hit in hits:
-        if hit.score < floor:
+    for score, hit in scored:
+        if score < floor:
             break
         p = pitfalls[hit.entry.line]
         out.append(PitfallMatch(name=p.id, title=p.title, text=p.cause, why="; ".join(hit.why) or "ranked match",
-                                category=p.category, score=hit.score, check=p.check, fix=p.fix,
+                                category=p.category, score=round(score, 3), check=p.check, fix=p.fix,
                                 source=p.source_url))
     return out
 

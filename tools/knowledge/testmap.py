@@ -61,24 +61,57 @@ class TestMap:
 
 
 def _tables(text: str, file: str) -> list[Row]:
+    """Body rows of every table, in the (change, test, workflow...) order the map reads.
+
+    A table whose header names a source column, a test column and a workflow column in any
+    order (`Source path | CI workflow | Test file`) yields two rows per line: source -> test
+    (ownership) and test -> workflow (CI). Other tables keep their own column order.
+    """
     rows: list[Row] = []
     tokens = parse_tokens(text)
     current: list[str] | None = None
+    header: list[str] = []
     line = 0
-    in_body = False
+    in_body = in_head = False
     for tok in tokens:
-        if tok.type == "tbody_open":
+        if tok.type == "thead_open":
+            in_head, header = True, []
+        elif tok.type == "thead_close":
+            in_head = False
+        elif tok.type == "tbody_open":
             in_body = True
         elif tok.type == "tbody_close":
             in_body = False
         elif tok.type == "tr_open" and in_body:
             current, line = [], (tok.map[0] + 1 if tok.map else 0)
+        elif tok.type == "inline" and in_head:
+            header.append(tok.content)
         elif tok.type == "inline" and current is not None:
             current.append(tok.content)
         elif tok.type == "tr_close" and current is not None:
-            rows.append(Row(current, file, line))
+            rows.extend(_by_header(header, Row(current, file, line)))
             current = None
     return rows
+
+
+_SOURCE_HEAD = re.compile(r"\b(source|module|code|package|change[sd]?|area|owns?)\b", re.IGNORECASE)
+_TEST_HEAD = re.compile(r"\btests?\b", re.IGNORECASE)
+_WORKFLOW_HEAD = re.compile(r"\b(workflow|ci|job|pipeline)\b", re.IGNORECASE)
+
+
+def _by_header(header: list[str], row: Row) -> list[Row]:
+    """Rows of a three-role table (source, test, workflow columns in any order) as ownership + CI rows."""
+    def column(pattern: re.Pattern[str], taken: set[int]) -> int | None:
+        return next((i for i, h in enumerate(header) if i not in taken and pattern.search(h)), None)
+
+    workflow = column(_WORKFLOW_HEAD, set())
+    test = column(_TEST_HEAD, {workflow} if workflow is not None else set())
+    source = column(_SOURCE_HEAD, {i for i in (workflow, test) if i is not None})
+    if None in (workflow, test, source) or max(workflow, test, source) >= len(row.cells):  # type: ignore[type-var]
+        return [row]
+    cells = row.cells
+    return [Row([cells[source], cells[test]], row.file, row.line),  # type: ignore[index]
+            Row([cells[test], cells[workflow]], row.file, row.line)]  # type: ignore[index]
 
 
 def load_testmap(texts: dict[str, str]) -> TestMap:
