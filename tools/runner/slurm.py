@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from tools.context import AMBIENT_PROGRESS, ProgressSink, _no_progress
 from tools.errors import UsageError
-from tools.runner.command import new_run_id
+from tools.runner.command import new_run_id, resolve_program
 from tools.runner.process import RunRecord, RunSpec, run_process
 from tools.runner.stacks import ProcessStack, _py_spy
 from tools.workspace import Workspace
@@ -146,9 +146,13 @@ async def check_available(env: dict[str, str]) -> None:
         raise UsageError(f"launcher='slurm' needs the Slurm clients, and {', '.join(missing)} "
                          f"{'is' if len(missing) == 1 else 'are'} not on PATH.",
                          "run rootcause on a login node of the cluster (module load slurm), or use launcher='local'")
+    conf = env.get("SLURM_CONF")
+    if conf and not Path(conf).is_file():
+        raise UsageError(f"launcher='slurm': SLURM_CONF={conf} is not a file.",
+                         "point SLURM_CONF at the cluster's slurm.conf, or unset it to use the default")
     code, out = await _call(["scontrol", "ping"], env)
     if code != 0 or " is UP" not in out:
-        conf = env.get("SLURM_CONF", "the default slurm.conf")
+        conf = conf or "the default slurm.conf"
         raise UsageError(f"launcher='slurm': the Slurm controller does not answer (scontrol ping, with "
                          f"{conf}): {out[:300] or f'exit {code}'}.",
                          "check that slurmctld runs and SLURM_CONF points at its slurm.conf")
@@ -387,6 +391,8 @@ async def run_slurm(spec: RunSpec, options: SlurmOptions, workspace: Workspace, 
         raise UsageError(f"idle_timeout_s must be > 0, got {spec.idle_timeout_s}.", "omit it or give seconds")
     env = slurm_env(spec.env)
     await check_available(env)
+    if Path(spec.argv[0]).name != "sbatch":
+        resolve_program(spec.argv, env, spec.cwd)  # a missing program is the caller's error, not a failed job
     run_id = run_id or new_run_id()
     folder = workspace.state_dir("runs", run_id)
     state_path = folder / "slurm.json"
