@@ -110,8 +110,10 @@ async def test_passing_output_that_still_shows_the_error_is_not_fixed(project: P
     command = ("python -c \"import traceback\ntry:\n    1/0\nexcept ZeroDivisionError:\n"
                "    traceback.print_exc()\nprint('done')\"")
     result = await _fix(project, sid, description="catch the error", command=command)
-    assert result.run.outcome == "pass" and not result.fixed
-    assert result.signature_gone is False and "still shows the original error" in result.reason
+    # Exit 0 after a printed traceback is a failure the output shows (the evidence layer's rule).
+    assert result.run.exit_code == 0 and result.run.outcome == "fail" and not result.fixed
+    assert result.run.outcome_reason.startswith("exit 0, but a traceback ends the output")
+    assert "ZeroDivisionError" in result.reason
     assert result.consecutive_failures == 1
 
 

@@ -12,7 +12,7 @@ from tests.protocol_project import REPRODUCER, SYMPTOM, edit, make_project, reco
 from tools.baseline import Baseline
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.experiment import RunObservation
+from tools.evidence import Observation as RunObservation
 from tools.gate import check_falsifiable, disproof_observable, judge_run, parse_expect
 from tools.hypothesis import VerifyHypothesisInput, verify_hypothesis
 from tools.sessions import SessionIdInput, SessionStore, StartSessionInput, render_report, start_session
@@ -92,7 +92,8 @@ def test_disproof_observable() -> None:
 
 
 def _run(outcome: str, signature: str | None = None, **extra: Any) -> RunObservation:
-    return RunObservation(run_id="r", outcome=outcome, duration_s=1.0, log_path="x", signature=signature,
+    return RunObservation(run_id="r", outcome=outcome, outcome_reason="test", duration_s=1.0, log_path="x",
+                          log_uri="rootcause://runs/r/log", signature=signature,
                           error=signature, **extra)
 
 

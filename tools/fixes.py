@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tools import protocol
 from tools.baseline import FALLBACK_FACT, Baseline, baseline_of
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.experiment import (
-    Command,
-    Cwd,
-    Env,
-    IdleTimeoutS,
-    Python,
-    RunObservation,
-    Shell,
-    TimeoutS,
-    describe_command,
-    run_command,
-)
+from tools.evidence import Observation, RunFields, yardstick
+from tools.experiment import run_command
 from tools.results import ToolResult
 from tools.sessions import SessionStore, require_open
 
 
-class RecordFixAttemptInput(BaseModel):
+class RecordFixAttemptInput(RunFields):
     """Phase 4: after one targeted fix, run the verification command (the reproducer, the module's tests).
 
     fixed is true when the command passes and the session's original failure signature is gone.
@@ -36,13 +26,8 @@ class RecordFixAttemptInput(BaseModel):
 
     session_id: str = Field(description="The id returned by start_session (required).")
     description: str = Field(description="What this fix changes and why, in one or two sentences.")
-    command: Command
-    timeout_s: TimeoutS = 900.0
-    idle_timeout_s: IdleTimeoutS = None
-    cwd: Cwd = "."
-    env: Env = Field(default_factory=dict)
-    shell: Shell = False
-    python: Python = None
+    expect: str | None = Field(None, description="A text or regex the original failure shows; default: the "
+                                                 "session's symptom. A run failing otherwise is a different failure.")
 
 
 class RecordFixAttemptResult(ToolResult):
@@ -50,7 +35,7 @@ class RecordFixAttemptResult(ToolResult):
     attempt: int
     fixed: bool
     reason: str
-    run: RunObservation
+    run: Observation
     original_signature: str | None
     signature_gone: bool | None = Field(description="Whether the original failure is absent; None without a baseline.")
     consecutive_failures: int
@@ -62,9 +47,10 @@ class RecordFixAttemptResult(ToolResult):
     next: str
 
     def summary(self) -> str:
-        head = "FIXED" if self.fixed else ("STOP" if self.stop else "NOT FIXED")
+        head = "FIXED" if self.fixed else "STOP" if self.stop else "NOT JUDGED" if self.run.problem else "NOT FIXED"
         lines = [f"Fix attempt {self.attempt}: {head} — {self.reason}",
                  f"Run {self.run.run_id}: {self.run.one_line()}",
+                 *([f"Interpreter: {self.run.interpreter_note}"] if self.run.interpreter_note else []),
                  f"Consecutive failures: {self.consecutive_failures}/{protocol.STOP_AFTER}; path {self.path}; "
                  f"session {self.session_status}"]
         if self.path_switched:
@@ -73,7 +59,7 @@ class RecordFixAttemptResult(ToolResult):
         return "\n".join(lines)
 
 
-def _signature_gone(run: RunObservation, output: str, baseline: Baseline | None) -> tuple[bool | None, str]:
+def _signature_gone(run: Observation, output: str, baseline: Baseline | None) -> tuple[bool | None, str]:
     if baseline is None or not baseline.signature:
         return None, "no baseline failure recorded in the session (run reproduce with session_id): only the exit " \
                      "status was checked"
@@ -99,8 +85,15 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
         state = protocol.switch_to_full(store, state, overdue)
         switched.append(overdue)
     baseline = baseline_of(state)
-    [(run, output)] = await run_command(inp, ctx, runs=1, label="record_fix_attempt")
+    stick = yardstick(inp.expect, state)
+    [(run, output)] = await run_command(inp, ctx, runs=1, label="record_fix_attempt", yardstick=stick)
     gone, why = _signature_gone(run, output, baseline)
+    if run.outside_root:
+        run.problem = ("the run imported the project's own code from OUTSIDE the root "
+                       f"({', '.join(run.outside_root[:2])}): it did not test this tree's fix; check the "
+                       "interpreter (a copied .venv/bin script whose shebang points elsewhere) or PYTHONPATH")
+    elif run.interpreter_note and run.failed:
+        why += f" (ran with {run.interpreter_note})"
     facts = state.facts
     attempt = int(facts.get(protocol.ATTEMPTS, 0)) + 1
     consecutive = int(facts.get(protocol.CONSECUTIVE, 0))
@@ -108,7 +101,8 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
     counted = run.problem is None
     fixed = counted and run.outcome == "pass" and gone is not False
     if not counted:
-        why = f"the verification did not run the tests ({run.problem}); this attempt is not counted"
+        why = (f"not judged: {run.problem}; this attempt is not counted" if run.outside_root else
+               f"the verification did not run the tests ({run.problem}); this attempt is not counted")
     elif fixed:
         consecutive = 0
     else:
@@ -134,7 +128,9 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
         nxt = ("collateral checked. " if collateral else "collateral not checked: run check_collateral. ") + \
             protocol.PHASE5_REMINDER
     elif not counted:
-        nxt = "fix the verification command so that it runs the tests, then record the attempt again"
+        nxt = ("run the verification with the project's own interpreter (python=.venv/bin/python) so it imports "
+               "this tree, then record the attempt again" if run.outside_root else
+               "fix the verification command so that it runs the tests, then record the attempt again")
     else:
         nxt = (f"not fixed ({consecutive}/{protocol.STOP_AFTER} consecutive failures). Do not pile on another "
                "change: revert this one, go back to the evidence and the supported hypothesis, then make one "
@@ -143,12 +139,12 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
         nxt = f"{' '.join(switched)} (run the Full Protocol phases: compare_setups, verify_hypothesis). {nxt}"
     status = "stopped" if stop else state.status
     summary = (f"**Fix attempt {attempt}: {'fixed' if fixed else 'STOP' if stop else 'not fixed'}** — "
-               f"{inp.description.strip()}\n\n- Verification: `{describe_command(inp)}` → {run.one_line()}\n"
+               f"{inp.description.strip()}\n\n- Verification: `{inp.describe()}` → {run.one_line()}\n"
                f"- Why: {why}\n- Consecutive failures: {consecutive}/{protocol.STOP_AFTER}"
                + "".join(f"\n- Path: {s}" for s in switched)
                + (f"\n- {protocol.STOP_MESSAGE}" if stop else ""))
     store.record(inp.session_id, "record_fix_attempt", summary, {
-        "attempt": attempt, "description": inp.description.strip(), "command": describe_command(inp),
+        "attempt": attempt, "description": inp.description.strip(), "command": inp.describe(),
         "fixed": fixed, "reason": why, "run": run.model_dump(mode="json"),
         "original_signature": baseline.signature if baseline else None, "signature_gone": gone,
         "consecutive_failures": consecutive, "stop": stop, "path_switched": switched,

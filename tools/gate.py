@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from tools.baseline import Baseline, TreeChanges
 from tools.errors import UsageError
-from tools.experiment import RunObservation
+from tools.evidence import Observation, from_expect, matches
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
 EXPECT_WORDS = ("pass", "fail", "same_signature", "different_signature")
@@ -87,7 +87,7 @@ def parse_expect(expect: str) -> Expectation:
     return Expectation(kind="regex", pattern=text)
 
 
-def judge_run(expect: Expectation, run: RunObservation, output: str, baseline: Baseline | None) -> tuple[Verdict, str]:
+def judge_run(expect: Expectation, run: Observation, output: str, baseline: Baseline | None) -> tuple[Verdict, str]:
     """One run against the expectation."""
     if run.problem:
         return "inconclusive", f"the tests did not run: {run.problem}"
@@ -99,13 +99,18 @@ def judge_run(expect: Expectation, run: RunObservation, output: str, baseline: B
         return ("supported", "the run passed, as predicted") if not failed else (
             "refuted", f"the prediction was a pass, the run failed: {run.error}")
     if expect.kind == "fail":
+        if failed and run.matches_expected is False:
+            return "inconclusive", (f"the run failed, but not with the session's symptom ({run.match_reason}): "
+                                    f"{run.error}")
         return ("supported", f"the run failed, as predicted: {run.error}") if failed else (
             "refuted", "the prediction was a failure, the run passed")
     if expect.kind == "regex":
-        match = re.search(expect.pattern or "", output, re.MULTILINE)
-        if match:
-            return "supported", f"the output matches /{expect.pattern}/: {match.group(0)[:120]!r}"
-        return "refuted", f"no line of the output matches /{expect.pattern}/ (run {run.outcome})"
+        stick = from_expect(expect.pattern)
+        assert stick is not None
+        found, why = matches(stick, run.diagnosis, output)
+        if found:
+            return "supported", f"the output {why}"
+        return "refuted", f"{why} in the output (run {run.outcome})"
     if baseline is None or not baseline.signature:
         return "inconclusive", "no baseline signature to compare with: run reproduce with session_id first"
     if not failed:
@@ -120,7 +125,7 @@ def judge_run(expect: Expectation, run: RunObservation, output: str, baseline: B
         "supported", f"the run fails differently: {run.signature}")
 
 
-def judge(expect: Expectation, runs: list[tuple[RunObservation, str]], baseline: Baseline | None
+def judge(expect: Expectation, runs: list[tuple[Observation, str]], baseline: Baseline | None
           ) -> tuple[Verdict, str]:
     """Every run must agree; mixed verdicts are inconclusive."""
     verdicts = [judge_run(expect, run, output, baseline) for run, output in runs]
@@ -178,7 +183,7 @@ def one_variable(changes: TreeChanges | None, changed: str, env: dict[str, str])
 
 
 def evidence_vs_correlation(verdict: Verdict, why: str, expect: Expectation,
-                            runs: list[RunObservation], baseline: Baseline | None) -> GateCheck:
+                            runs: list[Observation], baseline: Baseline | None) -> GateCheck:
     def check(passed: bool, text: str) -> GateCheck:
         return GateCheck(name="evidence_vs_correlation", passed=passed, why=text)
 
@@ -255,7 +260,7 @@ def disproof_observable(disproof: str, regex: str | None) -> tuple[str, list[str
 
 
 def disproof_checked(
-    disproof: str, regex: str | None, verdict: Verdict, runs: list[tuple[RunObservation, str]],
+    disproof: str, regex: str | None, verdict: Verdict, runs: list[tuple[Observation, str]],
     baseline: Baseline | None,
 ) -> tuple[GateCheck, bool | None]:
     """The check and whether the disproof was observed (None: this run cannot tell)."""

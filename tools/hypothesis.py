@@ -2,25 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 import prompts
 from tools import protocol
 from tools.baseline import FALLBACK_FACT, Baseline, TreeChanges, baseline_of, tree_changes
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.experiment import (
-    Command,
-    Cwd,
-    Env,
-    IdleTimeoutS,
-    Python,
-    RunObservation,
-    Shell,
-    TimeoutS,
-    describe_command,
-    run_command,
-)
+from tools.evidence import Observation, RunFields, yardstick
+from tools.experiment import run_command
 from tools.gate import (
     Expectation,
     Gate,
@@ -41,7 +31,7 @@ FLAKY_RUNS = 3
 _TAIL_CHARS = 1_200
 
 
-class VerifyHypothesisInput(BaseModel):
+class VerifyHypothesisInput(RunFields):
     """Phase 3: test ONE falsifiable hypothesis with a minimal experiment that changes one thing.
 
     Runs the experiment command, compares the outcome with the prediction and with the session's
@@ -57,7 +47,6 @@ class VerifyHypothesisInput(BaseModel):
     hypothesis: str = Field(description="ONE specific cause, e.g. 'load() drops every value because the "
                                         "default THRESHOLD is above all of them'.")
     prediction: str = Field(description="What the experiment shows if the hypothesis is true.")
-    command: Command
     expect: str = Field(description="How the run decides: pass | fail | same_signature | different_signature "
                                     "(against the session's reproduced failure) | a regex the output must match.")
     changed: str = Field(description="The one thing this experiment changes against the reproduction "
@@ -71,12 +60,6 @@ class VerifyHypothesisInput(BaseModel):
                                                "critical review.")
     disproof_regex: str | None = Field(None, description="Optional regex for the disproof observation in the output.")
     runs: int = Field(1, description="Runs of the experiment (1..10); raised to 3 when the baseline was flaky.")
-    timeout_s: TimeoutS = 900.0
-    idle_timeout_s: IdleTimeoutS = None
-    cwd: Cwd = "."
-    env: Env = Field(default_factory=dict)
-    shell: Shell = False
-    python: Python = None
 
 
 class VerifyHypothesisResult(ToolResult):
@@ -85,7 +68,7 @@ class VerifyHypothesisResult(ToolResult):
     result: Verdict
     reason: str
     expect: str
-    runs: list[RunObservation]
+    runs: list[Observation]
     baseline: Baseline | None
     changes: str = Field(description="What differs in the tree since the session started.")
     gate: Gate
@@ -131,13 +114,13 @@ def _conclusion(inp: VerifyHypothesisInput, number: int, verdict: Verdict, reaso
             f"Stated confidence: {inp.confidence:.0%}.")
 
 
-def _evidence(inp: VerifyHypothesisInput, state: SessionState, observed_runs: list[tuple[RunObservation, str]],
+def _evidence(inp: VerifyHypothesisInput, state: SessionState, observed_runs: list[tuple[Observation, str]],
               baseline: Baseline | None, changes: TreeChanges | None, gate: Gate, observed: bool | None,
               expect: Expectation) -> str:
     runs = [r for r, _ in observed_runs]
     lines = [f"- Session symptom: {state.symptom[:400]}",
              f"- Baseline reproduction: {baseline.one_line() if baseline else 'none recorded in this session'}",
-             f"- Experiment command: `{describe_command(inp)}` ({len(runs)} run(s))"]
+             f"- Experiment command: `{inp.describe()}` ({len(runs)} run(s))"]
     for run in runs:
         lines.append(f"  - run {run.run_id}: {run.one_line()}; signature `{run.signature or '-'}`; "
                      f"log {run.log_path}")
@@ -181,7 +164,7 @@ def _summary_markdown(result: VerifyHypothesisResult, inp: VerifyHypothesisInput
     lines = [f"**H{result.number}: {result.result.upper()}** — {inp.hypothesis.strip()}", "",
              f"- Prediction: {inp.prediction.strip()} (expect `{result.expect}`)",
              f"- Changed: {inp.changed.strip()}",
-             f"- Experiment: `{describe_command(inp)}` → " + "; ".join(r.one_line() for r in result.runs),
+             f"- Experiment: `{inp.describe()}` → " + "; ".join(r.one_line() for r in result.runs),
              f"- Why: {result.reason}",
              f"- Disproof: {inp.disproof.strip()}",
              f"- Alternatives: {'; '.join(inp.alternatives) or 'none named'}",
@@ -201,7 +184,8 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
     baseline = baseline_of(state)
     runs_wanted = max(inp.runs, FLAKY_RUNS) if baseline is not None and baseline.flaky else inp.runs
     changes = tree_changes(ctx.root, state)  # the tree the experiment runs on
-    observed_runs = await run_command(inp, ctx, runs=runs_wanted, label="verify_hypothesis")
+    observed_runs = await run_command(inp, ctx, runs=runs_wanted, label="verify_hypothesis",
+                                      yardstick=yardstick(None, state))
     runs = [r for r, _ in observed_runs]
     if baseline is None:
         first_fail = next((r for r in runs if r.outcome != "pass" and r.signature), None)
@@ -236,7 +220,7 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
     data = {
         "number": number, "hypothesis": inp.hypothesis.strip(), "prediction": inp.prediction.strip(),
         "expect": expect.describe(), "changed": inp.changed.strip(), "disproof": inp.disproof.strip(),
-        "alternatives": inp.alternatives, "confidence": inp.confidence, "command": describe_command(inp),
+        "alternatives": inp.alternatives, "confidence": inp.confidence, "command": inp.describe(),
         "result": verdict, "reason": reason, "gate": gate.model_dump(mode="json"), "needs_review": needs_review,
         "disproof_observed": observed, "runs": [r.model_dump(mode="json") for r in runs],
         "baseline": baseline.model_dump(mode="json") if baseline else None, "changes": result.changes,

@@ -22,8 +22,8 @@ from tools.evidence.expect import Yardstick, matches
 from tools.runner import Outcome, RunRecord, read_output
 
 # pytest's own exit codes that mean "the tests did not run", not "a test failed".
-PYTEST_NOT_RUN = {2: "pytest was interrupted or given bad arguments", 3: "pytest internal error",
-                  4: "pytest usage error", 5: "pytest collected no tests"}
+# (2, interrupted, is left out: a collection error is a real failure of the code under test.)
+PYTEST_NOT_RUN = {3: "pytest internal error", 4: "pytest usage error", 5: "pytest collected no tests"}
 _FATAL_AT_EXIT_0 = {"nonfinite", "host_oom", "cuda_oom", "crash", "cuda_error", "distributed_error", "hang"}
 _SUSPECT = re.compile(r"nan|inf|Traceback|Error|Killed|SIG[A-Z]{2,}|exitcode|Fatal|Root Cause", re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last)"
