@@ -12,7 +12,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
+from mcp_types import INVALID_PARAMS
+from mcp_types import Resource as MCPResource
 from pydantic import ConfigDict
 
 import prompts
@@ -33,13 +36,44 @@ def build_server(root: str | Path = ".") -> MCPServer:
     workspace = Workspace(Path(root))
     schemas = tool_schemas()
     tools = [_tool(workspace, spec, schemas["tools"][spec.name]) for spec in TOOLS if spec.name in schemas["tools"]]
-    app = MCPServer("rootcause", instructions=INSTRUCTIONS + glossary(schemas["shared"]), version=_own_version(),
-                    log_level="WARNING", tools=tools)
+    app = RootcauseServer(workspace, "rootcause", instructions=INSTRUCTIONS + glossary(schemas["shared"]),
+                          version=_own_version(), log_level="WARNING", tools=tools)
     for prompt in PROMPTS:
         _register_prompt(app, prompt)
     for resource in RESOURCES:
         _register_resource(app, workspace, resource)
     return app
+
+
+class RootcauseServer(MCPServer):
+    """MCPServer plus what the catalog cannot say statically: the sessions as resources, prompt arguments."""
+
+    def __init__(self, workspace: Workspace, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workspace = workspace
+
+    async def list_resources(self) -> list[MCPResource]:
+        from server.readers import recent_sessions
+
+        sessions = [
+            MCPResource(uri=f"rootcause://sessions/{state.session_id}", name=f"session {state.session_id}",
+                        description=redact.redact_text(state.symptom[:300]), mime_type="text/markdown")
+            for state in recent_sessions(self.workspace)
+        ]
+        return [*await super().list_resources(), *sessions]
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Context | None = None) -> Any:
+        spec = next((p for p in PROMPTS if p.name == name), None)
+        if spec is not None:
+            given = set(arguments or {})
+            unknown = sorted(given - set(spec.arguments))
+            missing = [a for a in spec.arguments if a not in given]
+            if unknown or missing:
+                takes = ", ".join(spec.arguments) or "no arguments"
+                problem = (f"does not take {', '.join(unknown)}" if unknown else f"needs {', '.join(missing)}")
+                raise MCPError(code=INVALID_PARAMS, message=f"prompt {name} {problem}; it takes: {takes}.")
+        return await super().get_prompt(name, arguments, context)
 
 
 def _own_version() -> str:
@@ -141,12 +175,11 @@ def _register_prompt(app: MCPServer, spec: PromptSpec) -> None:
 def _register_resource(app: MCPServer, workspace: Workspace, spec: ResourceSpec) -> None:
     from server.catalog import _attr
 
-    reader = _attr(spec.reader)
     params = [p.strip("{}") for p in spec.uri.split("/") if p.startswith("{")]
 
     def read(**values: str) -> str:
         try:
-            return redact.redact_text(reader(workspace, **values))
+            return redact.redact_text(_attr(spec.reader)(workspace, **values))  # imported on first read
         except UsageError as exc:
             raise ResourceError(str(exc)) from None
 

@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from server.catalog import TOOLS, ToolSpec
+from server.surface import render
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+LOG_READERS = ("diagnose_log", "analyze_training_log")  # their path may be `-`, or piped standard input
 
 
 def _flag(name: str) -> str:
@@ -45,12 +47,21 @@ def _text_or_json(kind: Any) -> bool:
     return typing.get_origin(kind) in (typing.Union, types.UnionType) and str in typing.get_args(kind)
 
 
-def _add_field(parser: argparse.ArgumentParser, name: str, field: Any) -> None:
+def _default_text(field: Any) -> str:
+    if field.is_required() or field.default_factory is not None or field.default in (None, False, "", [], {}):
+        return ""
+    default = field.default
+    return f" (default: {default:g})" if isinstance(default, float) else f" (default: {default})"
+
+
+def _add_field(parser: argparse.ArgumentParser, name: str, field: Any, reads_log: bool = False,
+               names: tuple[str, ...] = ()) -> None:
     kind = _base_type(field.annotation)
     origin = typing.get_origin(kind)
-    help_text = (field.description or "").replace("%", "%%")
+    help_text = (render(field.description or "", "cli", names) + _default_text(field)).replace("%", "%%")
     if (kind is str or _text_or_json(kind)) and field.is_required():
-        parser.add_argument(name, help=help_text)
+        # a log path may come from standard input: `... | rootcause analyze-training-log` or PATH `-`
+        parser.add_argument(name, help=help_text, nargs="?" if reads_log and name == "path" else None)
     elif _text_or_json(kind):
         parser.add_argument(_flag(name), dest=name, default=None, help=f"{help_text} (text, or JSON list/object)")
     elif kind is bool:
@@ -132,9 +143,11 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], root: Path, as_json: boo
 
     try:
         ctx = ToolContext.for_root(root, None if as_json else _progress_sink())
-        result = asyncio.run(call_engine(spec, arguments, ctx))
+        if spec.name in LOG_READERS:
+            arguments = _stdin_paths(arguments, ctx)
+        result = asyncio.run(call_engine(spec, arguments, ctx, surface="cli"))
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {render(str(exc), 'cli', arguments)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted; processes started by this call were stopped", file=sys.stderr)
@@ -146,19 +159,23 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], root: Path, as_json: boo
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only_tool: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI; with only_tool, the other tools' subcommands get no arguments (their engines stay unimported)."""
     parser = argparse.ArgumentParser(
         prog="rootcause",
         description="A disciplined debugging protocol as MCP tools (and this CLI) for coding agents.",
     )
+    parser.add_argument("--version", action="version", version=f"rootcause {_own_version()}")
     parser.add_argument("--root", default=None, help="the repository to work in (default: the current directory)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)",
+                           description="Run the MCP server for an MCP client (it speaks MCP on stdin/stdout); "
+                                       "`rootcause install` adds it to a client.")
     serve.add_argument("--root", dest="serve_root", default=None, help="repository root (default: cwd)")
-    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (loopback by default)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port")
+    serve.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="(default: stdio)")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1, loopback)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
 
     session = sub.add_parser("session", help="start, show or list debugging sessions")
     session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
@@ -169,23 +186,70 @@ def build_parser() -> argparse.ArgumentParser:
     show = session_sub.add_parser("show", help="print a session's Markdown report")
     show.add_argument("session_id")
     show.add_argument("--json", action="store_true", dest="as_json")
-    session_sub.add_parser("list", help="list session ids")
+    session_sub.add_parser("list", help="list sessions, newest first: id, status, phase, age, symptom")
     _add_setup_commands(sub)
 
     for spec in TOOLS:
+        command = spec.name.replace("_", "-")
+        tool_parser = sub.add_parser(command, help=_first_sentence(spec.description), description=spec.description)
+        tool_parser.set_defaults(tool=spec)
+        if only_tool is not None and only_tool != command:
+            continue
         try:
             _, input_model, _ = spec.load()
         except ModuleNotFoundError:
             continue
-        doc = (input_model.__doc__ or spec.name).strip().splitlines()[0]
-        tool_parser = sub.add_parser(spec.name.replace("_", "-"), help=doc, description=doc)
         # Positional order follows the model, except that the command comes last (`bisect-commits GOOD BAD CMD`).
         for name, field in sorted(input_model.model_fields.items(), key=lambda item: item[0] == "command"):
-            _add_field(tool_parser, name, field)
+            _add_field(tool_parser, name, field, reads_log=spec.name in LOG_READERS,
+                       names=tuple(input_model.model_fields))
         tool_parser.add_argument("--json", action="store_true", dest="as_json",
                                  help="print the exact structured result")
-        tool_parser.set_defaults(tool=spec)
     return parser
+
+
+def _first_sentence(text: str) -> str:
+    head, dot, _ = text.partition(": ")
+    return head if dot else text
+
+
+def _own_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rootcause")
+    except PackageNotFoundError:
+        return "0 (not installed)"
+
+
+def _stdin_paths(arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """`-` as a log path (or no path and no text with piped input) reads standard input.
+
+    The input is written to .rootcause/stdin/ first, so a log of any size is read streaming like a file.
+    """
+    from tools.errors import UsageError
+
+    wants = [name for name, value in arguments.items() if value == "-" and name in ("path", "compare_to")]
+    piped = sys.stdin is not None and not sys.stdin.isatty()
+    if not wants and arguments.get("path") is None and arguments.get("text") is None and piped:
+        wants = ["path"]
+    if not wants:
+        return arguments
+    if len(wants) > 1:
+        raise UsageError("only one argument can read standard input.", "give the other one as a file path")
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError("`-` reads the log from standard input, but nothing is piped in.",
+                         "pipe the log in (cat job.log | rootcause ...) or give its path")
+    import time
+
+    target = ctx.workspace.state_dir("stdin") / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    with open(target, "wb") as out:
+        while chunk := sys.stdin.buffer.read(1 << 20):
+            out.write(chunk)
+    if target.stat().st_size == 0:
+        target.unlink()
+        raise UsageError("no log given: standard input is empty.", "give the log's path, or pipe the log in")
+    return {**arguments, wants[0]: str(target)}
 
 
 def _serve(args: argparse.Namespace, root: Path) -> int:
@@ -199,6 +263,10 @@ def _serve(args: argparse.Namespace, root: Path) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.transport == "stdio":
+        if sys.stdin.isatty():
+            print("rootcause serve speaks MCP over stdin/stdout and waits for an MCP client; to add it to one, run "
+                  "`rootcause install --client claude|cursor|vscode` in your repository (Ctrl-C to stop).",
+                  file=sys.stderr)
         app.run("stdio")
         return EXIT_OK
     from server.http import serve_http
@@ -207,7 +275,24 @@ def _serve(args: argparse.Namespace, root: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    """The console script: output cut short by a closed pipe (`| head -1`) ends quietly."""
+    try:
+        try:
+            code = _main(sys.argv[1:] if argv is None else argv)
+        except SystemExit as exit_:  # argparse's --help and --version
+            code = exit_.code if isinstance(exit_.code, int) else EXIT_USAGE if exit_.code else EXIT_OK
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again when it flushes stdout at exit: point stdout at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a process killed by it
+    return code
+
+
+def _main(argv: list[str]) -> int:
+    tool_commands = {spec.name.replace("_", "-") for spec in TOOLS}
+    chosen = next((token for token in argv if token in tool_commands), None)
+    parser = build_parser(only_tool=chosen or "")
     args = parser.parse_args(argv)
     root = Path(getattr(args, "serve_root", None) or args.root or os.getcwd())
     if args.command is None:
@@ -240,12 +325,26 @@ def _session(args: argparse.Namespace, root: Path) -> int:
         report = Spec("session_report", "tools.sessions:session_report", "tools.sessions:SessionIdInput",
                       "tools.sessions:SessionReport")
         return run_tool(report, {"session_id": args.session_id}, root, args.as_json)
-    from tools.sessions import SessionStore
+    import time
+
+    from server.readers import recent_sessions
     from tools.workspace import Workspace
 
-    for session_id in SessionStore(Workspace(root)).list_ids():
-        print(session_id)
+    for state in recent_sessions(Workspace(root), limit=sys.maxsize):
+        current = next((p for p in state.phases if p.status == "in_progress"), None)
+        phase = f"phase {current.number} {current.name}" if current else "no phase in progress"
+        symptom = " ".join(state.symptom.split())
+        symptom = symptom if len(symptom) <= 70 else symptom[:69] + "…"
+        print(f"{state.session_id}  {state.status:<7}  {phase:<24}  {_age(time.time() - state.created_ts):>8}  "
+              f"{symptom}")
     return EXIT_OK
+
+
+def _age(seconds: float) -> str:
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return f"{int(seconds)} s ago"
 
 
 def _add_setup_commands(sub: Any) -> None:

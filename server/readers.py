@@ -7,10 +7,25 @@ import json
 from tools import redact
 from tools.errors import UsageError
 from tools.runner import run_dir
-from tools.sessions import SessionStore, render_report
+from tools.sessions import SessionState, SessionStore, render_report
 from tools.workspace import Workspace
 
 LOG_RESOURCE_LIMIT = 1_000_000
+SESSIONS_LISTED = 50
+
+
+def recent_sessions(workspace: Workspace, limit: int = SESSIONS_LISTED) -> list[SessionState]:
+    """The newest sessions first (ids start with their UTC start time); unreadable ones are left out."""
+    store = SessionStore(workspace)
+    states = []
+    for session_id in reversed(store.list_ids()):
+        if len(states) >= limit:
+            break
+        try:
+            states.append(store.load(session_id))
+        except (OSError, ValueError, UsageError):
+            continue
+    return states
 
 
 def read_session(workspace: Workspace, session_id: str) -> str:
@@ -38,4 +53,4 @@ def read_run_log(workspace: Workspace, run_id: str) -> str:
     return redact.redact_text(text, {"env": run_env})
 
 
-__all__ = ["UsageError", "read_run_log", "read_session"]
+__all__ = ["UsageError", "read_run_log", "read_session", "recent_sessions"]

@@ -21,6 +21,7 @@ from typing import Any
 from server.catalog import TOOLS, ToolSpec
 
 SCHEMA_FORMAT = 1
+CACHE_KEEP = 8
 _PACKAGES = ("tools", "server", "prompts")
 
 
@@ -222,10 +223,12 @@ def _cache_path() -> Path | None:
 def _write(path: Path, schemas: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for old in path.parent.glob("schemas-*.json"):
-            old.unlink(missing_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(schemas, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, path)
+        # several checkouts or versions may share the cache: keep the most recent few
+        cached = sorted(path.parent.glob("schemas-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in cached[CACHE_KEEP:]:
+            old.unlink(missing_ok=True)
     except OSError:
         pass  # a read-only home only costs the next start the generation time
