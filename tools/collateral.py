@@ -24,11 +24,18 @@ from pydantic import BaseModel, Field
 
 from tools import gitrepo
 from tools.context import ToolContext
-from tools.diagnosis import diagnose_run
 from tools.errors import UsageError
-from tools.interpreters import activation_env, resolve_python
+from tools.evidence import (
+    Observation,
+    RunFields,
+    declare,
+    execute,
+    full_output,
+    observe_record,
+    pytest_position,
+    yardstick,
+)
 from tools.results import ToolResult
-from tools.runner import RunRecord, RunSpec, prepare_command, read_output, run_process
 from tools.sessions import SessionStore, require_open
 from tools.workspace import Workspace
 from tools.worktrees import temporary_worktree
@@ -41,7 +48,7 @@ _FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", re.MULTILINE)
 _PYTEST_USAGE_CODES = {2, 3, 4, 5}
 
 
-class CheckCollateralInput(BaseModel):
+class CheckCollateralInput(RunFields):
     """Check a fix for collateral damage: run a broader command on the base commit and on the fixed tree.
 
     Use in Phase 4 after the targeted fix passes its reproducer: give the module's tests or another
@@ -50,28 +57,29 @@ class CheckCollateralInput(BaseModel):
     test (new_failures = broken by the fix); other commands by outcome and failure signature.
     """
 
-    command: str | list[str] = Field(description="The broader verification command, e.g. 'pytest -q tests/'.")
     base: str = Field("HEAD", description="The commit without the fix (default HEAD; the fix is the working tree).")
-    cwd: str = Field(".", description="Working directory relative to the root (the same folder in the worktree).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for both runs.")
-    shell: bool = Field(False, description="Run the command through /bin/sh -c (pipes, &&).")
-    python: str | None = Field(None, description="Interpreter for a command starting with 'python' (and its env).")
-    timeout_s: float = Field(900.0, description="Wall-clock limit per run, in seconds.")
-    idle_timeout_s: float | None = Field(None, description="Stop a run that prints nothing for this many seconds.")
+    expect: str | None = Field(None, description="For a command that is not a test runner: a text or regex a "
+                                                 "failure must show to count; a run failing otherwise gives no "
+                                                 "verdict.")
     session_id: str | None = Field(None, description="Session to record the verdict in (advances Phase 4).")
 
 
-class SideRun(BaseModel):
+class Side(BaseModel):
+    """One side of the comparison: the tree it ran on, its observed run, and the failing tests."""
+
     tree: str = Field(description="'base <sha>' or 'working tree'.")
-    run_id: str
-    outcome: str
-    exit_code: int | None
-    duration_s: float
-    log_path: str
+    run: Observation
     tests: int | None = Field(None, description="Tests reported (pytest, unittest).")
     failing: list[str] = Field(default_factory=list, description="Failing test ids (pytest, unittest).")
-    signature: str | None = Field(None, description="Failure signature (when the run failed).")
     source: str = Field("", description="Where the failing ids came from: junit, summary lines, diagnosis.")
+
+    @property
+    def outcome(self) -> str:
+        return self.run.outcome
+
+    @property
+    def signature(self) -> str | None:
+        return self.run.signature
 
 
 class CheckCollateralResult(ToolResult):
@@ -79,8 +87,9 @@ class CheckCollateralResult(ToolResult):
     new_failures: list[str] = Field(description="Failing with the fix, not on base: collateral damage.")
     fixed: list[str] = Field(description="Failing on base, passing with the fix.")
     still_failing: list[str] = Field(description="Failing on both.")
-    base_run: SideRun
-    fix_run: SideRun
+    base_run: Side
+    fix_run: Side
+    interpreter: str = Field("", description="The interpreter both runs used, and why.")
     base_sha: str
     pytest: bool
     mode: Literal["pytest", "unittest", "command"] = Field(
@@ -95,23 +104,16 @@ class CheckCollateralResult(ToolResult):
             if items:
                 lines.append(f"{name} ({len(items)}): " + ", ".join(items[:20])
                              + (f", … {len(items) - 20} more" if len(items) > 20 else ""))
-        for run in (self.base_run, self.fix_run):
-            tests = f", {run.tests} tests, {len(run.failing)} failing" if run.tests is not None else ""
-            lines.append(f"{run.tree}: {run.outcome} (exit {run.exit_code}{tests}) in {run.duration_s:.1f}s, "
+        for side in (self.base_run, self.fix_run):
+            tests = f", {side.tests} tests, {len(side.failing)} failing" if side.tests is not None else ""
+            run = side.run
+            why = f" — {run.outcome_reason}" if run.outcome_reason.startswith("exit 0, but") else ""
+            lines.append(f"{side.tree}: {run.outcome} ({run.code()}{tests}) in {run.duration_s:.1f}s{why}, "
                          f"log {run.log_path}")
+        if self.interpreter:
+            lines.append(f"Interpreter: {self.interpreter}")
         lines += [f"Note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def is_pytest(argv: list[str]) -> int | None:
-    """Index after the pytest word in argv (`pytest`, `py.test`, `python -m pytest`), None if not pytest."""
-    for i, word in enumerate(argv):
-        base = word.rsplit("/", 1)[-1]
-        if base in {"pytest", "py.test"}:
-            return i + 1
-        if word == "-m" and i + 1 < len(argv) and argv[i + 1] == "pytest":
-            return i + 2
-    return None
 
 
 async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> CheckCollateralResult:
@@ -119,52 +121,53 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
     store = SessionStore(ws)
     if inp.session_id:
         require_open(store, inp.session_id)
-    cmd = prepare_command(inp.command, inp.shell, inp.env, inp.cwd, ws)
-    argv, env, cwd = cmd.argv, cmd.env, cmd.cwd
+    decl = declare(inp, ws, label="collateral")
+    stick = yardstick(inp.expect, None)
+    argv, cwd = decl.argv, decl.cwd
     base_sha = gitrepo.resolve_ref(ws.root, inp.base)
     top = Path(gitrepo.repo_for(ws.root).working_tree_dir).resolve()  # type: ignore[union-attr]
-    if inp.python:
-        python = resolve_python(ws, inp.python)
-        if argv and re.fullmatch(r"python(\d(\.\d+)?)?", argv[0]):
-            argv = [str(python), *argv[1:]]
-        env = {**activation_env(python), **env}
     notes: list[str] = []
+    assert decl.interpreter is not None
+    if decl.interpreter.note:
+        notes.append(f"ran with {decl.interpreter.note}")
     if _head(ws.root) == base_sha and not _has_changes(ws.root):
         notes.append("the working tree has no changes against base: both runs test the same code")
     folder = ws.state_dir("collateral", secrets.token_hex(4))
-    pytest_at = None if inp.shell else is_pytest(argv)
+    pytest_at = None if inp.shell else pytest_position(argv)
     pytest = pytest_at is not None or (inp.shell and "pytest" in " ".join(argv))
     mode: Mode = "pytest" if pytest else "unittest" if _is_unittest(argv) else "command"
 
-    async def run(tree: Path, label: str, step: int) -> tuple[RunRecord, Path]:
+    async def run(tree: Path, label: str, step: int) -> tuple[Observation, Path]:
         run_cwd = tree / cwd.relative_to(top) if tree != top else cwd
         run_argv = [_outside_tree(argv[0], run_cwd, cwd), *argv[1:]]
         junit = folder / f"{label}.xml"
-        run_env = {**env, "PYTHONDONTWRITEBYTECODE": "1",
-                   "PYTHONPATH": os.pathsep.join(_import_roots(run_cwd, tree) + _existing(env.get("PYTHONPATH")))}
+        run_env = {**decl.env, "PYTHONDONTWRITEBYTECODE": "1",
+                   "PYTHONPATH": os.pathsep.join(_import_roots(run_cwd, tree) + _existing(decl.env.get("PYTHONPATH")))}
         extra = ["-p", "no:cacheprovider", f"--junitxml={junit}", "-rfE"]
         if pytest_at is not None:
             run_argv = run_argv[:pytest_at] + extra + run_argv[pytest_at:]
         elif pytest:
-            run_env["PYTEST_ADDOPTS"] = " ".join([*map(shlex.quote, extra), env.get("PYTEST_ADDOPTS", "")]).strip()
+            run_env["PYTEST_ADDOPTS"] = " ".join([*map(shlex.quote, extra), decl.env.get("PYTEST_ADDOPTS", "")]).strip()
         await ctx.progress(step, 2, f"running the command on the {label} tree")
-        spec = RunSpec(argv=run_argv, cwd=run_cwd, env=run_env, timeout_s=inp.timeout_s,
-                       idle_timeout_s=inp.idle_timeout_s, label=f"collateral {label}")
-        return await run_process(spec, ws, ctx.progress), junit
+        side = decl.model_copy(update={"argv": run_argv, "cwd": run_cwd, "env": run_env,
+                                       "label": f"collateral {label}"})
+        record = await execute(side, ctx)
+        return await observe_record(side, record, ctx.root, stick), junit
 
     with temporary_worktree(ws, f"collateral-{folder.name}", base_sha) as tree:
-        base_record, base_junit = await run(tree.resolve(), "base", 0)
+        base_obs, base_junit = await run(tree.resolve(), "base", 0)
         base_dirs = [tree.resolve() / cwd.relative_to(top), tree.resolve() / ws.root.relative_to(top)]
         base_dirs = [p.resolve() for p in base_dirs]
-        base = _side(base_record, f"base {base_sha[:10]}", mode, base_junit, base_dirs, ws)
-    fix_record, fix_junit = await run(top, "fix", 1)
-    fix = _side(fix_record, "working tree", mode, fix_junit, [cwd, ws.root], ws)
+        base = _side(base_obs, f"base {base_sha[:10]}", mode, base_junit, base_dirs, ws)
+    fix_obs, fix_junit = await run(top, "fix", 1)
+    fix = _side(fix_obs, "working tree", mode, fix_junit, [cwd, ws.root], ws)
     if pytest and base.source != fix.source:
         # Compare like with like: ids from summary lines when one run has no junit report.
-        base = _side(base_record, base.tree, mode, None, [], ws)
-        fix = _side(fix_record, fix.tree, mode, None, [], ws)
+        base = _side(base_obs, base.tree, mode, None, [], ws)
+        fix = _side(fix_obs, fix.tree, mode, None, [], ws)
     await ctx.progress(2, 2, "comparing")
     result = _judge(base, fix, mode, base_sha, notes)
+    result.interpreter = decl.interpreter.describe()
     if inp.session_id:
         md = f"check_collateral `{shlex.join(argv)}` against {inp.base} ({base_sha[:10]}): **{result.verdict}** — " \
              f"{result.reason}"
@@ -227,15 +230,12 @@ def _existing(value: str | None) -> list[str]:
 # ---------------------------------------------------------------- reading a run
 
 
-def _side(record: RunRecord, tree: str, mode: Mode, junit: Path | None, dirs: list[Path], ws: Workspace) -> SideRun:
-    side = SideRun(tree=tree, run_id=record.run_id, outcome=record.outcome, exit_code=record.exit_code,
-                   duration_s=record.duration_s, log_path=record.log_path)
-    if record.outcome != "pass":
-        side.signature = diagnose_run(record, ws.root).signature
+def _side(run: Observation, tree: str, mode: Mode, junit: Path | None, dirs: list[Path], ws: Workspace) -> Side:
+    side = Side(tree=tree, run=run)
     if mode == "command":
         return side
     if mode == "unittest":
-        output = read_output(record, ws)
+        output = full_output(run, ws.root)
         side.failing, side.source = sorted({_unittest_id(m) for m in _UNITTEST_LINE.finditer(output)}), "unittest"
         ran = _UNITTEST_RAN.findall(output)
         side.tests = int(ran[-1]) if ran else None
@@ -245,13 +245,12 @@ def _side(record: RunRecord, tree: str, mode: Mode, junit: Path | None, dirs: li
         if parsed is not None:
             side.tests, side.failing, side.source = parsed[0], parsed[1], "junit"
             return side
-    output = read_output(record, ws)
+    output = full_output(run, ws.root)
     failing = sorted(set(_FAILED_LINE.findall(output)))
-    if failing or record.outcome == "pass":
+    if failing or run.outcome == "pass":
         side.failing, side.source = failing, "summary lines"
         return side
-    diagnosis = diagnose_run(record, ws.root)
-    side.failing, side.source = sorted(set(diagnosis.failed_tests)), "diagnosis"
+    side.failing, side.source = sorted(set(run.diagnosis.failed_tests if run.diagnosis else [])), "diagnosis"
     return side
 
 
@@ -314,16 +313,16 @@ def _python_files(root: Path) -> list[str]:
 # ---------------------------------------------------------------- verdict
 
 
-def _ran(side: SideRun, mode: Mode) -> bool:
+def _ran(side: Side, mode: Mode) -> bool:
     """The run produced a usable result: finished, and for a test runner reached the tests."""
-    if side.outcome in {"hang", "crash"}:
+    if side.outcome in {"hang", "crash"} or side.run.matches_expected is False:
         return False
     if mode == "unittest":
         return side.tests is not None or bool(side.failing)
-    return not (mode == "pytest" and side.exit_code in _PYTEST_USAGE_CODES and not side.failing)
+    return not (mode == "pytest" and side.run.exit_code in _PYTEST_USAGE_CODES and not side.failing)
 
 
-def _judge(base: SideRun, fix: SideRun, mode: Mode, base_sha: str, notes: list[str]) -> CheckCollateralResult:
+def _judge(base: Side, fix: Side, mode: Mode, base_sha: str, notes: list[str]) -> CheckCollateralResult:
     def result(verdict: Verdict, reason: str, new: list[str], fixed: list[str], still: list[str]):
         return CheckCollateralResult(verdict=verdict, reason=reason, new_failures=new, fixed=fixed,
                                      still_failing=still, base_run=base, fix_run=fix, base_sha=base_sha,
@@ -368,9 +367,13 @@ def _judge(base: SideRun, fix: SideRun, mode: Mode, base_sha: str, notes: list[s
                   [base.signature or ""], [])
 
 
-def _what(side: SideRun) -> str:
+def _what(side: Side) -> str:
     if side.outcome == "hang":
         return "hung (timed out)"
     if side.outcome == "crash":
         return "crashed"
-    return f"ended with exit code {side.exit_code}"
+    if side.run.matches_expected is False:
+        return f"failed otherwise than expected ({side.run.error})"
+    if side.run.outcome_reason.startswith("exit 0, but"):
+        return side.run.outcome_reason
+    return f"ended with exit code {side.run.exit_code}"
