@@ -6,6 +6,7 @@ synonym concepts fire. Figures:
 - cold: the first query of a process (markdown-it parse + index build + ranking);
 - warm index: one ranked search on the cached index;
 - warm tool: the whole check_constraints engine (mtime check, ranking, pitfalls, guards);
+- pitfall ranking: the built-in pitfall library ranked alone (60 entries, cached index);
 - baseline: the same query scored without an index (tokenising every entry per query), i.e.
   what a per-call re-read would cost; reported as a ratio to the warm tool figure.
 """
@@ -27,6 +28,7 @@ sys.path.insert(0, str(REPO))
 from tools.context import ToolContext  # noqa: E402
 from tools.knowledge.check import CheckConstraintsInput, check_constraints  # noqa: E402
 from tools.knowledge.index import CACHE, load_index  # noqa: E402
+from tools.knowledge.pitfalls import rank_pitfalls  # noqa: E402
 from tools.knowledge.vocabulary import tokens  # noqa: E402
 
 ENTRIES = 5_000
@@ -99,6 +101,11 @@ def main() -> dict:
             index.search(QUERIES[i % len(QUERIES)], 5)
             search_ms.append((time.perf_counter() - started) * 1000)
         tool_ms = [asyncio.run(_engine(ctx, QUERIES[i % len(QUERIES)])) for i in range(WARM_RUNS)]
+        pitfall_ms = []
+        for i in range(WARM_RUNS):
+            started = time.perf_counter()
+            rank_pitfalls(QUERIES[i % len(QUERIES)], None)
+            pitfall_ms.append((time.perf_counter() - started) * 1000)
         baseline_ms = []
         for query in QUERIES:
             started = time.perf_counter()
@@ -110,6 +117,7 @@ def main() -> dict:
         "warm_search_ms_median": round(statistics.median(search_ms), 2),
         "warm_tool_ms_median": round(statistics.median(tool_ms), 2),
         "warm_tool_ms_p95": round(sorted(tool_ms)[int(0.95 * (len(tool_ms) - 1))], 2),
+        "warm_pitfall_ranking_ms_median": round(statistics.median(pitfall_ms), 2),
         "baseline_no_index_ms_median": round(statistics.median(baseline_ms), 1),
         "goal_ms": GOAL_MS,
     }
@@ -125,5 +133,6 @@ if __name__ == "__main__":
     print(f"  warm index search, median:      {f['warm_search_ms_median']:8.2f} ms")
     print(f"  warm tool call, median / p95:   {f['warm_tool_ms_median']:8.2f} / {f['warm_tool_ms_p95']:.2f} ms "
           f"(goal < {f['goal_ms']:.0f} ms: {'met' if f['meets_goal'] else 'NOT met'})")
+    print(f"  built-in pitfall ranking, median: {f['warm_pitfall_ranking_ms_median']:8.2f} ms (part of the tool call)")
     print(f"  baseline without index, median: {f['baseline_no_index_ms_median']:8.1f} ms "
           f"({f['speedup_vs_baseline']}x the warm tool call)")
