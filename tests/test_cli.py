@@ -1,0 +1,137 @@
+"""The command line as a person meets it: help, version, standard input, closed pipes, errors and hints
+in CLI words, the terminal hint of `serve`, the session list."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import rootcause_executable
+
+LOG = ('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+       "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+TRAINING_LOG = ("".join(f"step={s} loss={2.5 - s / 100:.3f} lr=0.001\n" for s in range(1, 30))
+                + "step=30 loss=nan lr=0.001\n")
+
+
+def rootcause(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([rootcause_executable(), "--root", str(root), *args], input=stdin, capture_output=True,
+                          text=True, timeout=120, stdin=None if stdin is not None else subprocess.DEVNULL)
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    done = subprocess.run([rootcause_executable(), "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"rootcause {version('rootcause')}"
+
+
+def test_help_is_whole_and_shows_defaults(repo: Path) -> None:
+    text = rootcause(repo, "reproduce", "--help").stdout
+    assert "a failing command is a successful call. phase 1." in " ".join(text.lower().split())
+    assert "(default: 2)" in text and "(default: 900)" in text
+    assert "unless --shell" in " ".join(text.split())  # the model says shell=true: the CLI says --shell
+    top = rootcause(repo, "--help").stdout
+    assert "diagnose-log" in top and "Use when you have a log you cannot rerun" in " ".join(top.split())
+
+
+@pytest.mark.parametrize("args", [["diagnose-log", "--path", "-"], ["diagnose-log"]])
+def test_diagnose_log_reads_standard_input(repo: Path, args: list[str]) -> None:
+    done = rootcause(repo, *args, "--json", stdin=LOG)
+    assert done.returncode == 0, done.stderr
+    assert '"exception_type": "RuntimeError"' in done.stdout
+    assert '"category": "cuda_oom"' in done.stdout
+
+
+@pytest.mark.parametrize("args", [["analyze-training-log", "-"], ["analyze-training-log"]])
+def test_analyze_training_log_reads_standard_input(repo: Path, args: list[str]) -> None:
+    done = rootcause(repo, *args, "--json", stdin=TRAINING_LOG)
+    assert done.returncode == 0, done.stderr
+    assert '"first_nonfinite"' in done.stdout and "30" in done.stdout
+
+
+def test_empty_standard_input_is_a_usage_error(repo: Path) -> None:
+    done = rootcause(repo, "diagnose-log", stdin="")
+    assert done.returncode == 2
+    assert "standard input is empty" in done.stderr
+
+
+def test_closed_pipe_is_quiet(repo: Path) -> None:
+    started = rootcause(repo, "session", "start", "--json", "loss is NaN after step 40" + " and more" * 2000)
+    session_id = started.stdout.split('"session_id": "')[1].split('"')[0]
+    for _ in range(12):
+        done = subprocess.run(f"{rootcause_executable()} --root {repo} session show {session_id} | head -1",
+                              shell=True, capture_output=True, text=True, timeout=60)
+        assert done.stdout.startswith("# rootcause session"), done.stdout
+        assert done.stderr == "", done.stderr
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("nan", "--timeout-s must be a finite number, not nan."),
+    ("1e309", "--timeout-s must be a finite number, not inf."),
+    ("99999999999", "--timeout-s is 1e+11 seconds; give at most 604800"),
+])
+def test_absurd_numbers_refused_naming_the_option(repo: Path, value: str, expected: str) -> None:
+    done = rootcause(repo, "reproduce", "--timeout-s", value, "true")
+    assert done.returncode == 2
+    assert expected in done.stderr
+    assert not (repo / ".rootcause" / "runs").exists()
+
+
+def test_hints_speak_cli_on_the_cli(repo: Path) -> None:
+    outside = rootcause(repo, "diagnose-log", "--path", "/etc/hostname")
+    assert outside.returncode == 2
+    assert "--root DIR" in outside.stderr and "rootcause serve" not in outside.stderr
+    missing = rootcause(repo, "reproduce", "no-such-program-xyz --flag")
+    assert missing.returncode == 2
+    assert "--python" in missing.stderr and "python=" not in missing.stderr
+
+
+@pytest.mark.anyio
+async def test_hints_speak_mcp_over_mcp(repo: Path) -> None:
+    from tests.conftest import error_text, memory_client
+
+    async with memory_client(repo) as client:
+        text = error_text(await client.call_tool("reproduce", {"command": "no-such-program-xyz --flag"}))
+    assert "python=" in text and "--python" not in text
+
+
+def test_serve_in_a_terminal_says_what_it_is(repo: Path) -> None:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([rootcause_executable(), "serve", "--root", str(repo)], stdin=terminal,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([process.stderr], [], [], 30)
+        assert ready, "no hint on stderr within 30 s"
+        line = process.stderr.readline().decode()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        os.close(controller)
+        os.close(terminal)
+    assert "speaks MCP over stdin/stdout" in line and "rootcause install --client" in line
+
+
+def test_serve_from_a_client_prints_nothing(repo: Path) -> None:
+    process = subprocess.Popen([rootcause_executable(), "serve", "--root", str(repo)], stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.5)
+    _, err = process.communicate(input=b"", timeout=30)  # end of input: the server stops
+    assert b"speaks MCP" not in err
+
+
+def test_session_list_shows_status_phase_age_symptom(repo: Path) -> None:
+    rootcause(repo, "session", "start", "DataLoader worker hangs at epoch 2")
+    rootcause(repo, "session", "start", "loss is NaN\nafter step 40")
+    lines = rootcause(repo, "session", "list").stdout.splitlines()
+    assert len(lines) == 2
+    newest, oldest = lines
+    assert newest.endswith("loss is NaN after step 40")  # newest first, one line each
+    assert oldest.endswith("DataLoader worker hangs at epoch 2")
+    assert " open " in newest and "phase 1 Investigate" in newest and " s ago" in newest

@@ -1,0 +1,127 @@
+"""What an agent meets first, through the official stdio client: the tool list's size and annotations,
+argument errors in our words, sessions as resources, prompt argument errors without a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from server.catalog import TOOLS
+from tests.conftest import error_text, rootcause_executable, stdio_client, structured
+
+pytestmark = pytest.mark.anyio
+
+TOOLS_LIST_BUDGET = 30_000  # characters of the tools/list result as JSON; 82,973 before compaction
+
+EXPECTED_HINTS = {  # (readOnly, destructive, idempotent, openWorld), as each tool truly behaves
+    "start_session": (False, False, False, False),
+    "reproduce": (False, True, False, False),
+    "diagnose_log": (True, False, True, False),
+    "check_constraints": (True, False, True, False),
+    "bisect_env": (False, True, False, True),
+    "bisect_versions": (False, True, False, True),
+    "bisect_commits": (False, True, False, True),
+    "compare_setups": (True, False, True, False),
+    "verify_hypothesis": (False, True, False, False),
+    "record_fix_attempt": (False, True, False, False),
+    "check_collateral": (False, True, False, False),
+    "capture_knowledge": (False, False, True, False),
+    "close_session": (False, False, True, False),
+    "inspect_checkpoint": (True, False, True, False),
+    "analyze_training_log": (True, False, True, False),
+}
+
+
+@asynccontextmanager
+async def client_with_stderr(root: Path, stderr: Path):
+    from mcp import Client, StdioServerParameters
+
+    serve = shlex.join([rootcause_executable(), "serve", "--root", str(root)])
+    command = f"exec {serve} 2>{shlex.quote(str(stderr))}"
+    params = StdioServerParameters(command="/bin/sh", args=["-c", command], cwd=str(root), env=dict(os.environ))
+    async with Client(params) as client:
+        yield client
+
+
+async def test_tools_list_within_budget_with_structured_output(repo: Path) -> None:
+    async with stdio_client(repo) as client:
+        listed = await client.list_tools()
+    result = listed.model_dump(mode="json", by_alias=True, exclude_none=True)
+    size = len(json.dumps(result))
+    assert size <= TOOLS_LIST_BUDGET, f"tools/list is {size} characters (budget {TOOLS_LIST_BUDGET})"
+    assert {t["name"] for t in result["tools"]} == {spec.name for spec in TOOLS}
+    for tool in result["tools"]:
+        assert tool["description"].startswith("Use "), tool["name"]  # when to use it, first
+        assert tool["outputSchema"]["type"] == "object" and tool["outputSchema"]["properties"], tool["name"]
+        assert all("title" not in prop for prop in tool["inputSchema"]["properties"].values()), tool["name"]
+    reproduce = next(t for t in result["tools"] if t["name"] == "reproduce")
+    assert reproduce["inputSchema"]["required"] == ["command"]
+    assert {"status", "runs", "diagnosis", "consistent"} <= set(reproduce["outputSchema"]["properties"])
+
+
+async def test_every_tool_is_annotated_as_it_behaves(repo: Path) -> None:
+    async with stdio_client(repo) as client:
+        listed = await client.list_tools()
+    for tool in listed.tools:
+        hints = tool.annotations
+        assert hints is not None, tool.name
+        got = (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint)
+        assert got == EXPECTED_HINTS[tool.name], tool.name
+
+
+async def test_structured_output_still_validates(repo: Path) -> None:
+    """The client checks structuredContent against the compact outputSchema."""
+    log = repo / "job.log"
+    log.write_text('Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n'
+                   "ValueError: shapes (4,) and (5,) not aligned\n")
+    async with stdio_client(repo) as client:
+        await client.list_tools()
+        data = structured(await client.call_tool("diagnose_log", {"path": "job.log"}))
+    assert data["diagnosis"]["exception_type"] == "ValueError"
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({}, "reproduce: command is required: text or a list of text."),
+    ({"command": "true", "runs": "twice"}, "reproduce: runs takes an integer"),
+    ({"command": "true", "timeout_s": "nan"}, "reproduce: timeout_s must be a finite number, not nan."),
+    ({"command": "true", "timeout_s": 99999999999}, "reproduce: timeout_s is 1e+11 seconds; give at most 604800"),
+    ({"command": "true", "env": ["A=1"]}, "reproduce: env takes an object of NAME: text"),
+])
+async def test_argument_errors_in_our_words_over_mcp(repo: Path, arguments: dict, expected: str) -> None:
+    async with stdio_client(repo) as client:
+        text = error_text(await client.call_tool("reproduce", arguments))
+    assert text.startswith(expected), text
+    assert "pydantic" not in text and "validation error" not in text and "Error executing tool" not in text
+    assert not (repo / ".rootcause" / "runs").exists()  # refused before anything ran
+
+
+async def test_sessions_are_listed_as_resources_newest_first(repo: Path) -> None:
+    async with stdio_client(repo) as client:
+        first = structured(await client.call_tool("start_session", {"symptom": "loss is NaN after step 40"}))
+        second = structured(await client.call_tool("start_session", {"symptom": "DataLoader worker hangs"}))
+        resources = (await client.list_resources()).resources
+        sessions = [r for r in resources if str(r.uri).startswith("rootcause://sessions/")]
+        assert [str(r.uri) for r in sessions][:2] == [f"rootcause://sessions/{second['session_id']}",
+                                                      f"rootcause://sessions/{first['session_id']}"]
+        assert sessions[0].description == "DataLoader worker hangs"
+        report = await client.read_resource(sessions[1].uri)
+        assert "loss is NaN after step 40" in report.contents[0].text
+
+
+async def test_prompt_argument_errors_answer_without_a_traceback(repo: Path, tmp_path: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    stderr = tmp_path / "server-stderr.txt"
+    async with client_with_stderr(repo, stderr) as client:
+        with pytest.raises(MCPError, match="prompt debug_protocol does not take colour; it takes: symptom"):
+            await client.get_prompt("debug_protocol", {"symptom": "hang", "colour": "red"})
+        with pytest.raises(MCPError, match="prompt debug_protocol needs symptom"):
+            await client.get_prompt("debug_protocol", {})
+        rendered = await client.get_prompt("debug_protocol", {"symptom": "hang at step 3"})
+        assert "hang at step 3" in rendered.messages[0].content.text
+    assert "Traceback" not in stderr.read_text()
