@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tools.bisect.common import RunOutcome
+from tools.bisect.causes import not_the_package, tls_note
+from tools.bisect.common import Judged
 from tools.bisect.env import detect_codegen, use_worktrees, verdict_of
 from tools.bisect.index import Release, _files_from_html, between
 from tools.bisect.search import bisect
@@ -106,10 +107,39 @@ def test_codegen_detection_and_worktree_switch(tmp_path: Path) -> None:
 
 
 def test_verdicts() -> None:
-    ok, fail = RunOutcome(outcome="pass"), RunOutcome(outcome="fail", signature="v1|TypeError|x")
-    other = RunOutcome(outcome="fail", signature="v1|ImportError|y")
+    ok = Judged("good", "pass", "exit 0")
+    fail = Judged("bad", "fail", "exit code 1", signature="v1|TypeError|x")
+    other = Judged("bad", "fail", "exit code 1", signature="v1|ImportError|y")
+    missing = Judged("skip", "not_run", "the command was not found in the environment (command not found: x.)")
     assert verdict_of(ok, fail)[0] == "version_flips_outcome"
     assert verdict_of(fail, ok)[0] == "version_flips_outcome"
     assert verdict_of(ok, ok)[0] == "no_difference"
     assert verdict_of(fail, fail)[0] == "no_difference"
     assert verdict_of(fail, other)[0] == "both_fail_differently"
+    verdict, detail, reason = verdict_of(missing, missing)
+    assert verdict == "inconclusive" and reason == f"both sides: {missing.reason}" and "not the cause" not in detail
+    assert verdict_of(ok, missing)[2] == f"B: {missing.reason}"
+
+
+@pytest.mark.parametrize(("output", "code", "scopes", "reason"), [
+    ("/bin/sh: 1: epproj-scripts: not found\n", 127, ("run",), "the command was not found"),
+    ("python: can't open file '/w/repro.py': [Errno 2] No such file or directory\n", 2, ("run",),
+     "script does not exist"),
+    ("error: Request failed after 3 retries\n  Caused by: invalid peer certificate: UnknownIssuer\n", 2, ("run",),
+     "over TLS"),
+    ("Traceback (most recent call last):\nModuleNotFoundError: No module named 'requests'\n", 1, ("both",),
+     "a module is missing"),
+    ("Traceback (most recent call last):\nModuleNotFoundError: No module named 'requests'\n", 1, ("run",), None),
+    ("Traceback (most recent call last):\nKeyError: 'console_scripts'\n", 1, ("run", "both"), None),
+])
+def test_failures_that_are_not_the_package(output: str, code: int, scopes: tuple, reason: str | None) -> None:
+    found = not_the_package(output, code, scopes)
+    assert (found is None) if reason is None else (reason in found)
+
+
+def test_tls_failure_names_the_missing_ssl_cert_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    output = "error: Failed to fetch: `https://pypi.org/simple/click/`\n  Caused by: invalid peer certificate"
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    assert "SSL_CERT_FILE is not set" in tls_note(output) and tls_note("error: No solution found") == ""
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt")
+    assert tls_note(output) == ""

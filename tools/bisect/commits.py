@@ -16,7 +16,17 @@ from pydantic import BaseModel, Field
 
 from tools import gitrepo, worktrees
 from tools.bisect import uvenv
-from tools.bisect.common import Command, Outcome, Progress, ReproducerFields, prepare, record_evidence, run_reproducer
+from tools.bisect.common import (
+    Judged,
+    Outcome,
+    Prepared,
+    Progress,
+    ReproducerFields,
+    describe_run,
+    prepare,
+    record_evidence,
+    run_reproducer,
+)
 from tools.bisect.search import Verdict, bisect, steps_left
 from tools.context import ToolContext
 from tools.errors import UsageError
@@ -24,7 +34,7 @@ from tools.interpreters import activation_env, resolve_python
 from tools.results import ToolResult, bounded
 from tools.runner import RunSpec, parse_command, run_captured, run_process
 
-Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed"]
+Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]
 WORKTREE = "bisect-commits"
 SKIP_EXIT = 125  # git bisect run's "cannot test this commit"
 
@@ -33,14 +43,14 @@ class BisectCommitsInput(ReproducerFields):
     """Find the first bad commit between a good and a bad ref by binary search, without touching your checkout.
 
     Each commit is tested in a detached git worktree under .rootcause/worktrees/ (your HEAD, branch, index and
-    uncommitted edits are never touched). The reproducer exits 0 on good commits; exit code 125, or a failing
-    `setup` command, skips a commit that cannot be tested (git bisect's rule). Both endpoints are checked first."""
+    uncommitted edits are never touched). The reproducer exits 0 on good commits; a failure (a hang past
+    timeout_s / idle_timeout_s included) that shows `expect` is bad. Exit code 125, a failing `setup` command, a
+    failure other than `expect`, or a run that never reaches the code (command missing) skips the commit with the
+    reason. Merges: the search follows the first-parent line of bad (like `git bisect --first-parent`). Both
+    endpoints are checked first."""
 
     good: str = Field(description="A ref where the reproducer passes (commit, tag, branch), an ancestor of bad.")
     bad: str = Field(description="A ref where the reproducer fails, e.g. 'HEAD'.")
-    python: str | None = Field(None, description="Interpreter whose environment is activated for the reproducer "
-                                                 "(default <root>/.venv/bin/python, else the server's). The "
-                                                 "worktree is put first on PYTHONPATH.")
     setup: str | list[str] | None = Field(None, description="Command run in the worktree before each test (build, "
                                                             "codegen); when it fails the commit is skipped.")
     keep: bool = Field(True, description="Leave the worktree for the next bisect; false removes it.")
@@ -60,6 +70,8 @@ class TestedCommit(BaseModel):
     short: str
     subject: str
     outcome: Outcome
+    outcome_reason: str | None = Field(None, description="Why that outcome, or why the commit was skipped.")
+    matches_expected: bool | None = None
     error: str | None = None
     signature: str | None = None
     log_path: str | None = None
@@ -78,6 +90,7 @@ class BisectCommitsResult(ToolResult):
     ambiguous: list[str] = Field(default_factory=list,
                                  description="Skipped commits between last_good and first_bad (short shas).")
     detail: str = ""
+    reason: str | None = Field(None, description="Why the search is inconclusive or could not be set up.")
     duration_s: float = 0.0
 
     def summary(self) -> str:
@@ -89,6 +102,7 @@ class BisectCommitsResult(ToolResult):
                 lines.append(bounded(c.diff_stat, 1500))
         if self.tested:
             lines.append("tested: " + ", ".join(f"{t.short} {t.outcome}" for t in self.tested))
+            lines += [f"skipped {t.short}: {t.outcome_reason}" for t in self.tested if t.outcome == "skip"][:5]
         return "\n".join(line for line in lines if line)
 
 
@@ -113,7 +127,9 @@ async def commit_range(ctx: ToolContext, good: str, bad: str) -> list[str]:
     if code != 0:
         raise UsageError(f"good {good[:10]} is not an ancestor of bad {bad[:10]}.",
                          "give a good commit that is older than bad on the same history (or swap them)")
-    code, out = await _git(ctx, "rev-list", "--ancestry-path", "--topo-order", "--reverse", f"{good}..{bad}")
+    # The first-parent line of bad: each commit holds the one before it, so good -> bad is monotone even
+    # across merges (a merge that brought the change in is the first bad commit, as git bisect --first-parent).
+    code, out = await _git(ctx, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}")
     if code != 0:
         raise UsageError(f"git rev-list {good[:10]}..{bad[:10]} failed: {out.strip()[-300:]}", "check the refs")
     return [good, *out.split()]
@@ -125,7 +141,7 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
     bad = gitrepo.resolve_ref(ctx.root, inp.bad)
     if good == bad:
         raise UsageError(f"good and bad are the same commit ({good[:10]}).", "give two different commits")
-    cmd = prepare(inp, ctx)
+    prepared = prepare(inp, ctx)
     python = resolve_python(ctx.workspace, inp.python)
     setup = None
     if inp.setup is not None:
@@ -136,7 +152,7 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
                                  candidates=len(order))
     progress = Progress(ctx, 2 + steps_left(0, len(order) - 1) + 1)
     try:
-        await _search(ctx, inp, cmd, python, setup, order, progress, result)
+        await _search(ctx, inp, prepared, python, setup, order, progress, result)
     finally:
         if not inp.keep:
             await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, WORKTREE)
@@ -147,46 +163,58 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
     return result
 
 
-async def _search(ctx: ToolContext, inp: BisectCommitsInput, cmd: Command, python: Path,
+async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared, python: Path,
                   setup: tuple[list[str], dict[str, str]] | None, order: list[str], progress: Progress,
                   result: BisectCommitsResult) -> None:
+    verdicts: dict[str, Verdict] = {}
+    runs: dict[str, Judged] = {}
+
     async def test(sha: str) -> TestedCommit:
         info = await commit_info(ctx, sha)
         await progress.step(f"testing {info.short} {info.subject[:60]}")
-        tree = await asyncio.to_thread(worktrees.checkout_worktree, ctx.workspace, WORKTREE, sha)
+        tree = await asyncio.to_thread(worktrees.checkout_worktree, ctx.workspace, WORKTREE, sha,
+                                       inp.setup_timeout_s)
         tested = TestedCommit(sha=sha, short=info.short, subject=info.subject, outcome="skip")
+        result.tested.append(tested)
+        verdicts[sha] = "skip"
         if setup is not None:
             env = {**setup[1], **activation_env(python), "PYTHONPATH": uvenv.site_path(tree)}
             record = await run_process(RunSpec(argv=setup[0], cwd=tree, env=env, timeout_s=inp.setup_timeout_s,
                                                label=f"setup {info.short}"), ctx.workspace, ctx.progress)
             if record.outcome != "pass":
-                tested.error, tested.log_path = f"setup failed ({record.outcome})", record.log_path
-                result.tested.append(tested)
+                tested.error = tested.outcome_reason = f"setup failed ({record.outcome})"
+                tested.log_path = record.log_path
                 return tested
-        run, _ = await run_reproducer(ctx, cmd, inp, source=tree, python=python, label=f"bisect_commits {info.short}",
-                                      pythonpath=True)
-        tested.log_path, tested.error, tested.signature = run.log_path, run.one_line, run.signature
-        tested.outcome = "skip" if run.exit_code == SKIP_EXIT else run.outcome
-        if tested.outcome == "skip":
-            tested.error = f"exit code {SKIP_EXIT}: commit cannot be tested"
-        result.tested.append(tested)
+        run = await run_reproducer(ctx, inp, prepared, source=tree, python=None, label=f"bisect_commits {info.short}")
+        runs[sha] = run
+        tested.log_path, tested.error, tested.signature = run.log_path, run.error, run.signature
+        tested.outcome_reason, tested.matches_expected = run.reason, run.matches_expected
+        if run.exit_code == SKIP_EXIT:
+            tested.outcome_reason = tested.error = f"exit code {SKIP_EXIT}: commit cannot be tested"
+            return tested
+        tested.outcome = "skip" if run.verdict == "skip" else run.outcome
+        verdicts[sha] = run.verdict
         return tested
 
     def verdict(t: TestedCommit) -> Verdict:
-        return "good" if t.outcome == "pass" else "bad" if t.outcome in ("fail", "crash") else "skip"
+        return verdicts[t.sha]
 
     for sha, want, status in ((order[0], "good", "good_not_good"), (order[-1], "bad", "bad_not_bad")):
         tested = await test(sha)
         if verdict(tested) == want:
             continue
-        if tested.outcome in ("skip", "hang"):
-            why = tested.error or tested.outcome
-            result.detail = f"the {want} endpoint {tested.short} could not be tested ({why}); nothing was bisected."
+        if verdict(tested) == "skip" and sha in runs and runs[sha].exit_code != SKIP_EXIT:
+            result.status = "inconclusive"
+            result.reason = f"at the {want} endpoint {tested.short}: {tested.outcome_reason}"
+            result.detail = f"the reproducer decides nothing {result.reason}; nothing was bisected."
+        elif verdict(tested) == "skip":
+            result.reason = tested.outcome_reason
+            result.detail = (f"the {want} endpoint {tested.short} could not be tested ({tested.outcome_reason}); "
+                             "nothing was bisected.")
         else:
             result.status = status  # type: ignore[assignment]
-            result.detail = (f"{want} {tested.short} is not {want}: the reproducer "
-                             f"{'passes' if tested.outcome == 'pass' else tested.outcome + 's'} there"
-                             f"{' (' + tested.error + ')' if tested.error else ''}; nothing was bisected.")
+            result.detail = (f"{want} {tested.short} is not {want}: the reproducer {describe_run(runs[sha])} there; "
+                             "nothing was bisected.")
         return
 
     async def judge(i: int) -> Verdict:
@@ -199,7 +227,11 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, cmd: Command, pytho
     result.ambiguous = [order[i][:10] for i in found.ambiguous]
     c = result.first_bad_commit
     result.detail = f"{c.short} \"{c.subject}\" is the first bad commit ({len(result.tested)} commits tested of " \
-                    f"{len(order)})"
+                    f"{len(order)} on the first-parent line)"
+    parents = await _git(ctx, "rev-list", "--parents", "-n", "1", c.sha)
+    if len(parents[1].split()) > 2:
+        result.detail += (f"; it is a merge: the change came in with its other parent's branch — bisect again with "
+                          f"good=$(git merge-base {c.short}^1 {c.short}^2) bad={c.short}^2 to find the commit there")
     if result.ambiguous:
         result.detail += f" — or one of the skipped {', '.join(result.ambiguous)}"
     result.detail += "."

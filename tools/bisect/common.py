@@ -1,4 +1,10 @@
-"""What the three bisect tools share: the reproducer's arguments, running it in an env, progress, sessions."""
+"""What the three bisects share: the reproducer's fields, one rule for good / bad / skip, progress, sessions.
+
+Every reproducer run goes through the evidence layer (tools.evidence): declared once, run by the
+runner with the same timeouts, observed into an Observation. `judge` turns an observation into a
+bisect step: good (it passes), bad (it fails with the expected failure, a hang included) or skip
+with the reason (it never reached the code under test, or it fails with another failure).
+"""
 
 from __future__ import annotations
 
@@ -6,46 +12,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from tools.bisect.causes import Scope, not_the_package
 from tools.context import ToolContext
-from tools.diagnosis import diagnose_run
-from tools.interpreters import activation_env
-from tools.runner import RunRecord, RunSpec, prepare_command, run_process
+from tools.errors import UsageError
+from tools.evidence import Observation, RunDeclaration, RunFields, Yardstick, declare, full_output, run_observed
+from tools.evidence import yardstick as make_yardstick
 from tools.sessions import SessionStore, require_open
 
 Outcome = Literal["pass", "fail", "hang", "crash", "skip", "not_run"]
+Verdict = Literal["good", "bad", "skip"]
 
 
-class ReproducerFields(BaseModel):
-    command: str | list[str] = Field(
-        description="The reproducer: exits 0 when the behaviour is good, non-zero when bad. A string is split "
-                    "like a shell would (leading NAME=value pairs become env), a list is argv as is.")
-    shell: bool = Field(False, description="Run the command through /bin/sh -c (pipes, &&, globs).")
-    cwd: str = Field(".", description="Folder to run the reproducer in, relative to the root "
-                                      "(mapped into each worktree when worktrees are used).")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the reproducer.")
-    timeout_s: float = Field(900.0, gt=0, description="Wall-clock limit of one reproducer run, in seconds.")
-    idle_timeout_s: float | None = Field(None, gt=0, description="Stop a reproducer run after this long without "
-                                                                 "output (a hang).")
+class ReproducerFields(RunFields):
+    """RunFields (command, cwd, env, shell, python, timeout_s, idle_timeout_s) plus what a bisect adds."""
+
+    expect: str | None = Field(
+        None, description="A text or regex the failure must show to count as bad (e.g. \"KeyError: "
+                          "'console_scripts'\"); a run failing otherwise is skipped, not bad. Default with a "
+                          "session: the session's symptom; else any failure (a hang included) is bad.")
     setup_timeout_s: float = Field(600.0, gt=0, description="Limit for one environment-building step (uv, git, "
                                                             "codegen), in seconds.")
     session_id: str | None = Field(None, description="Session to record the result in (advances Phase 2).")
 
 
 @dataclass
-class Command:
-    argv: list[str]
-    env: dict[str, str]
-    cwd_rel: str
+class Prepared:
+    """The checks done once before any expensive work: the yardstick of 'bad'."""
+
+    yardstick: Yardstick | None
 
 
-def prepare(inp: ReproducerFields, ctx: ToolContext) -> Command:
-    """Validate the reproducer and the session before any expensive work."""
-    if inp.session_id is not None:
-        require_open(SessionStore(ctx.workspace), inp.session_id)
-    cmd = prepare_command(inp.command, inp.shell, inp.env, inp.cwd, ctx.workspace)
-    return Command(cmd.argv, cmd.env, cmd.cwd_rel)
+def prepare(inp: ReproducerFields, ctx: ToolContext) -> Prepared:
+    """Validate the reproducer (command, timeouts, expect) and the session before any expensive work."""
+    state = require_open(SessionStore(ctx.workspace), inp.session_id) if inp.session_id is not None else None
+    if inp.launcher != "local":
+        raise UsageError("the bisects run the reproducer locally, in their own environments and worktrees.",
+                         "omit launcher (bisect on a login node, or reproduce on Slurm with reproduce)")
+    declare(inp, ctx.workspace, label="bisect")  # the one validation (command, cwd, env, timeouts)
+    return Prepared(make_yardstick(inp.expect, state))
 
 
 class Progress:
@@ -60,44 +66,84 @@ class Progress:
         await self.ctx.progress(self.done, total, message)
 
 
-class RunOutcome(BaseModel):
+@dataclass
+class Judged:
+    """One reproducer run as a bisect step."""
+
+    verdict: Verdict
     outcome: Outcome
-    exit_code: int | None = None
+    reason: str
+    """The observation's outcome_reason, or why the step is skipped."""
+    error: str | None = None
     signature: str | None = None
-    one_line: str | None = None
+    exit_code: int | None = None
+    matches_expected: bool | None = None
     run_id: str | None = None
     log_path: str | None = None
-    duration_s: float | None = None
+    observation: Observation | None = None
+    output: str = ""
+
+    def not_the_package(self, scopes: tuple[Scope, ...]) -> str | None:
+        if self.outcome in ("pass", "skip", "not_run") or self.observation is None:
+            return None
+        return not_the_package(self.output, self.exit_code, scopes)
 
 
-async def run_reproducer(ctx: ToolContext, cmd: Command, inp: ReproducerFields, *, source: Path,
-                         python: Path | None, label: str, pythonpath: bool) -> tuple[RunOutcome, RunRecord]:
-    """The reproducer in `source` (the root or a worktree) with `python`'s environment activated."""
-    env = dict(cmd.env)
-    if python is not None:
-        env.update(activation_env(python))
-    if pythonpath:
-        from tools.bisect.uvenv import site_path
+def declaration(ctx: ToolContext, inp: ReproducerFields, *, source: Path, python: Path | None,
+                label: str) -> RunDeclaration:
+    """The reproducer in `source` (the root or a worktree), `python`'s environment activated, `source` first on
+    PYTHONPATH (ahead of any installed copy of the project)."""
+    from tools.bisect.uvenv import site_path
 
-        env["PYTHONPATH"] = site_path(source)
-    cwd = (source / cmd.cwd_rel).resolve()
-    if not cwd.is_dir():
-        cwd = source
-    record = await run_process(RunSpec(argv=cmd.argv, cwd=cwd, env=env, timeout_s=inp.timeout_s,
-                                       idle_timeout_s=inp.idle_timeout_s, label=label), ctx.workspace, ctx.progress)
-    result = RunOutcome(outcome=record.outcome, exit_code=record.exit_code, run_id=record.run_id,
-                        log_path=record.log_path, duration_s=record.duration_s)
-    if record.outcome != "pass":
-        diagnosis = diagnose_run(record, ctx.root)
-        result.signature, result.one_line = diagnosis.signature, _one_line(diagnosis)
-    return result, record
+    return declare(inp, ctx.workspace, label=label, tree=None if source == ctx.root else source, python=python,
+                   extra_env={"PYTHONPATH": site_path(source)})
 
 
-def _one_line(diagnosis: object) -> str:
-    one_line = getattr(diagnosis, "one_line", None)
-    if callable(one_line):
-        return str(one_line())[:300]
-    return f"{getattr(diagnosis, 'exception_type', '')}: {getattr(diagnosis, 'message', '')}"[:300]
+async def run_reproducer(ctx: ToolContext, inp: ReproducerFields, prepared: Prepared, *, source: Path,
+                         python: Path | None, label: str) -> Judged:
+    decl = declaration(ctx, inp, source=source, python=python, label=label)
+    try:
+        [observation] = await run_observed(decl, ctx, yardstick=prepared.yardstick)
+    except UsageError as exc:
+        text = str(exc)
+        if not text.startswith(("command not found", "the shell could not run the command", "cannot start")):
+            raise
+        # The program does not exist in this environment: no run, no verdict on this side.
+        return Judged("skip", "not_run", f"the command was not found in the environment ({text.split(' Hint:')[0]})")
+    return judge(observation, full_output(observation, ctx.root), prepared.yardstick)
+
+
+def judge(observation: Observation, output: str, stick: Yardstick | None) -> Judged:
+    """good / bad / skip of one observed run, with the reason."""
+    judged = Judged("good", observation.outcome, observation.outcome_reason, observation.error,
+                    observation.signature, observation.exit_code, observation.matches_expected,
+                    observation.run_id, observation.log_path, observation, output)
+    if not observation.failed:
+        return judged
+    if observation.problem:
+        judged.verdict, judged.outcome, judged.reason = "skip", "skip", observation.problem
+        return judged
+    cause = judged.not_the_package(("run",))
+    if cause is not None:
+        judged.verdict, judged.reason = "skip", cause
+        return judged
+    if stick is not None and observation.matches_expected is False:
+        judged.verdict = "skip"
+        judged.reason = (f"{observation.outcome}s, but not with the expected failure ({stick.describe()}): "
+                         f"{observation.error or observation.outcome_reason} — {observation.match_reason}")
+        return judged
+    judged.verdict = "bad"
+    return judged
+
+
+def describe_run(judged: Judged) -> str:
+    """'passes', 'fails (exit code 1): KeyError ...', 'hangs (idle timeout after 5s)', or the skip reason."""
+    if judged.outcome == "pass":
+        return "passes"
+    if judged.verdict == "skip":
+        return f"cannot decide: {judged.reason}"
+    text = f"{judged.outcome}s ({judged.reason})"
+    return text + (f": {judged.error}" if judged.error and judged.outcome != "hang" else "")
 
 
 def record_evidence(ctx: ToolContext, session_id: str | None, tool: str, summary: str, data: dict) -> None:

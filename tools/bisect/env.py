@@ -7,18 +7,19 @@ import re
 import shutil
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
 from tools import gitrepo, worktrees
 from tools.bisect import uvenv
 from tools.bisect.common import (
-    Command,
+    Judged,
     Outcome,
+    Prepared,
     Progress,
     ReproducerFields,
-    RunOutcome,
+    describe_run,
     prepare,
     record_evidence,
     run_reproducer,
@@ -30,9 +31,15 @@ from tools.interpreters import activation_env, freeze, resolve_python
 from tools.results import ToolResult
 from tools.runner import RunSpec, parse_command, run_process
 
-Verdict = Literal["version_flips_outcome", "no_difference", "both_fail_differently", "conflict", "setup_failed"]
+Verdict = Literal["version_flips_outcome", "no_difference", "both_fail_differently", "conflict", "setup_failed",
+                  "inconclusive"]
 CODEGEN_PACKAGES = {"transformers"}
 WORKTREE_NAMES = ("bisect-env-a", "bisect-env-b")
+
+
+EnvPython = Annotated[str | None, Field(
+    description="Interpreter the venvs are created from (and, for base='current', whose packages are replicated). "
+                "Default: <root>/.venv/bin/python, else the server's.")]
 
 
 class EnvFields(BaseModel):
@@ -40,9 +47,7 @@ class EnvFields(BaseModel):
         "project", description="'project': environment A is the uv project as pinned by its uv.lock (uv sync). "
                                "'current': A replicates the packages installed in the `python` interpreter "
                                "(for projects not managed by uv).")
-    python: str | None = Field(None, description="Interpreter the venvs are created from (and, for base='current', "
-                                                 "whose packages are replicated). Default: <root>/.venv/bin/python, "
-                                                 "else the server's.")
+    python: EnvPython = None
     extras: list[str] | None = Field(None, description="Project extras to install (uv sync --extra).")
     groups: list[str] | None = Field(None, description="Dependency groups to install; None means uv's defaults.")
     keep: bool = Field(True, description="Leave the environments (and worktrees) cached for the next bisect; "
@@ -55,7 +60,13 @@ class BisectEnvInput(ReproducerFields, EnvFields):
     Under .rootcause/envs/: A is the project as pinned, B the same with package==version (every other package
     pinned to A's version, checked by diffing the two freezes). With
     worktrees (auto: a codegen command, a Makefile 'patchgen' target, or transformers) each environment gets its
-    own detached worktree of HEAD and the codegen command runs in each before the reproducer."""
+    own detached worktree of HEAD and the codegen command runs in each before the reproducer. Both environments
+    hold the project itself, installed (editable) from the tree under test, so its console scripts and metadata
+    exist. When both sides fail the same way for a reason that is not the package (the project does not import,
+    a command is missing, uv cannot reach the index), or a side fails with another failure than `expect`, the
+    verdict is inconclusive with that reason."""
+
+    python: EnvPython = None
 
     package: str = Field(description="Distribution name of the suspected package, e.g. 'click' (PEP 508 name).")
     version: str = Field(description="The version to put in environment B, e.g. '8.2.0' (PEP 440).")
@@ -72,6 +83,12 @@ class EnvSide(BaseModel):
     path: str | None = Field(None, description="The venv folder, relative to the root.")
     package_version: str | None = None
     outcome: Outcome = "not_run"
+    outcome_reason: str | None = Field(None, description="Why that outcome (the evidence layer's outcome_reason), "
+                                                         "or why this side decides nothing.")
+    matches_expected: bool | None = Field(None, description="Whether the failure shows the expected one (expect, "
+                                                            "else the session's symptom); null when not compared.")
+    project: str | None = Field(None, description="The project as installed in this environment ('name version "
+                                                  "(editable)'); null for a project that is not packaged.")
     signature: str | None = None
     error: str | None = Field(None, description="One line for the failure, when the reproducer failed.")
     exit_code: int | None = None
@@ -98,6 +115,8 @@ class BisectEnvResult(ToolResult):
     reconciled: list[Reconciled]
     verdict: Verdict
     detail: str
+    reason: str | None = Field(None, description="Why the verdict is inconclusive (or setup_failed): what made both "
+                                                 "sides fail or pass the same way other than the package.")
     failed_step: str | None = None
     failed_log: str | None = None
     worktrees: bool = False
@@ -106,7 +125,11 @@ class BisectEnvResult(ToolResult):
     def summary(self) -> str:
         def side(name: str, s: EnvSide) -> str:
             what = s.outcome + (f" — {s.error}" if s.error else "")
-            return f"{name}: {self.package}=={s.package_version or '?'} → {what}" + (" (cached)" if s.cached else "")
+            if s.outcome == "skip" or s.outcome == "not_run" or s.matches_expected is False:
+                what += f" — {s.outcome_reason}" if s.outcome_reason else ""
+            project = f"; project {s.project}" if s.project else ""
+            return (f"{name}: {self.package}=={s.package_version or '?'}{project} → {what}"
+                    + (" (cached)" if s.cached else ""))
 
         lines = [f"bisect_env {self.package}=={self.version}: {self.verdict}", self.detail,
                  side("A", self.env_a), side("B", self.env_b)]
@@ -134,13 +157,11 @@ def use_worktrees(setting: str | bool, codegen: str | list[str] | None, package:
     return codegen is not None or package in CODEGEN_PACKAGES
 
 
-async def make_base(ctx: ToolContext, inp: EnvFields, source: Path, python: Path, *, tag: str,
-                    install_project: bool) -> uvenv.Base:
+async def make_base(ctx: ToolContext, inp: EnvFields, source: Path, python: Path, *, tag: str) -> uvenv.Base:
     if inp.base == "current":
         return uvenv.current_base(source, python, await freeze(ctx.workspace, python))
     return uvenv.project_base(source, python, extras=tuple(inp.extras or ()),
-                              groups=None if inp.groups is None else tuple(inp.groups),
-                              install_project=install_project, tag=tag)
+                              groups=None if inp.groups is None else tuple(inp.groups), tag=tag)
 
 
 def check_base_inputs(ctx: ToolContext, inp: EnvFields) -> Path:
@@ -164,22 +185,37 @@ async def run_codegen(ctx: ToolContext, codegen: str | list[str], source: Path, 
     return record.outcome == "pass", record.log_path
 
 
-def verdict_of(a: RunOutcome, b: RunOutcome) -> tuple[Verdict, str]:
-    if (a.outcome == "pass") != (b.outcome == "pass"):
-        good, bad, failed = ("A", "B", b) if a.outcome == "pass" else ("B", "A", a)
-        return "version_flips_outcome", f"the version change flips the outcome: {good} passes, {bad} {failed.outcome}s."
-    if a.outcome == "pass":
-        return "no_difference", "both environments pass: this version change does not explain the failure."
+def verdict_of(a: Judged, b: Judged) -> tuple[Verdict, str, str | None]:
+    """(verdict, detail, reason) of the two sides: A as pinned, B with the package moved."""
+    skipped = [(name, j) for name, j in (("A", a), ("B", b)) if j.verdict == "skip"]
+    if skipped:
+        if len(skipped) == 2 and a.reason == b.reason:
+            reason = f"both sides: {a.reason}"
+        else:
+            reason = "; ".join(f"{name}: {j.reason}" for name, j in skipped)
+        return ("inconclusive", "the reproducer decides nothing here, so this says nothing about the version: "
+                + reason + ".", reason)
+    if (a.verdict == "good") != (b.verdict == "good"):
+        good, bad, failed = ("A", "B", b) if a.verdict == "good" else ("B", "A", a)
+        return ("version_flips_outcome",
+                f"the version change flips the outcome: {good} passes, {bad} {describe_run(failed)}.", None)
+    if a.verdict == "good":
+        return "no_difference", "both environments pass: this version change does not explain the failure.", None
     if a.signature == b.signature:
-        return "no_difference", "both environments fail with the same signature: the version is not the cause."
-    return "both_fail_differently", "both environments fail, with different signatures (see each side's error)."
+        for side in (a, b):
+            cause = side.not_the_package(("both",))
+            if cause is not None:
+                reason = f"both sides fail the same way before the package matters: {cause}"
+                return "inconclusive", reason + "; fix that first, then bisect again.", reason
+        return "no_difference", "both environments fail with the same signature: the version is not the cause.", None
+    return "both_fail_differently", "both environments fail, with different signatures (see each side's error).", None
 
 
 async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
     started = time.monotonic()
     package = package_name(inp.package)
     target_version = str(version(inp.version))
-    cmd = prepare(inp, ctx)
+    prepared = prepare(inp, ctx)
     python = check_base_inputs(ctx, inp)
     codegen = inp.codegen if inp.codegen is not None else detect_codegen(ctx.root)
     if isinstance(codegen, str) and not codegen.strip():
@@ -193,13 +229,15 @@ async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
                              worktrees=with_worktrees)
     envs: list[uvenv.Env] = []
     try:
-        await _run(ctx, inp, cmd, python, package, target_version, codegen, with_worktrees, progress, result, envs)
+        await _run(ctx, inp, prepared, python, package, target_version, codegen, with_worktrees, progress, result,
+                   envs)
     except uvenv.StepFailed as exc:
         result.verdict = "conflict" if exc.conflict else "setup_failed"
         result.failed_step, result.failed_log = exc.step, exc.log_path
         what = (f"{package}=={target_version} cannot be installed with A's other versions pinned"
                 if exc.conflict else f"{exc.step} failed")
         result.detail = f"{what}: {exc.message}"
+        result.reason = result.detail
     finally:
         if not inp.keep:
             for env in envs:
@@ -214,7 +252,7 @@ async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
     return result
 
 
-async def _run(ctx: ToolContext, inp: BisectEnvInput, cmd: Command, python: Path, package: str, target: str,
+async def _run(ctx: ToolContext, inp: BisectEnvInput, prepared: Prepared, python: Path, package: str, target: str,
                codegen: str | list[str] | None, with_worktrees: bool, progress: Progress, result: BisectEnvResult,
                envs: list[uvenv.Env]) -> None:
     ws = ctx.workspace
@@ -229,10 +267,8 @@ async def _run(ctx: ToolContext, inp: BisectEnvInput, cmd: Command, python: Path
                 shutil.copy2(ctx.root / "uv.lock", source / "uv.lock")
     else:
         sources = (ctx.root, ctx.root)
-    bases = await asyncio.gather(make_base(ctx, inp, sources[0], python, tag="a" if with_worktrees else "",
-                                           install_project=with_worktrees),
-                                 make_base(ctx, inp, sources[1], python, tag="b" if with_worktrees else "",
-                                           install_project=with_worktrees))
+    bases = await asyncio.gather(make_base(ctx, inp, sources[0], python, tag="a" if with_worktrees else ""),
+                                 make_base(ctx, inp, sources[1], python, tag="b" if with_worktrees else ""))
     await progress.step(f"building A (as pinned) and B ({package}=={target}) concurrently")
     outcomes = await asyncio.gather(
         uvenv.build(ws, bases[0], None, timeout_s=inp.setup_timeout_s, step=progress.step, label="A"),
@@ -245,8 +281,9 @@ async def _run(ctx: ToolContext, inp: BisectEnvInput, cmd: Command, python: Path
         if isinstance(outcome, BaseException):
             raise outcome
     env_a, env_b = envs
-    for side, env in ((result.env_a, env_a), (result.env_b, env_b)):
+    for side, env, source in ((result.env_a, env_a, sources[0]), (result.env_b, env_b, sources[1])):
         side.path, side.cached = ws.relative(env.venv), env.cached
+        side.project = uvenv.installed_project(env.venv, source)
     diff = uvenv.diff_freezes(env_a.freeze, env_b.freeze, package, sources if with_worktrees else ())
     drift = [d for d in diff if d.kind in ("drift", "removed")]
     if drift:
@@ -276,12 +313,12 @@ async def _run(ctx: ToolContext, inp: BisectEnvInput, cmd: Command, python: Path
     runs = []
     for name, side, env, src in (("A", result.env_a, env_a, sources[0]), ("B", result.env_b, env_b, sources[1])):
         await progress.step(f"running the reproducer in {name} ({package}=={side.package_version})")
-        run, _ = await run_reproducer(ctx, cmd, inp, source=src, python=env.python, label=f"bisect_env {name}",
-                                      pythonpath=True)
-        side.outcome, side.signature, side.error = run.outcome, run.signature, run.one_line
+        run = await run_reproducer(ctx, inp, prepared, source=src, python=env.python, label=f"bisect_env {name}")
+        side.outcome, side.outcome_reason, side.matches_expected = run.outcome, run.reason, run.matches_expected
+        side.signature, side.error = run.signature, run.error
         side.exit_code, side.run_id, side.log_path = run.exit_code, run.run_id, run.log_path
         runs.append(run)
-    result.verdict, result.detail = verdict_of(runs[0], runs[1])
+    result.verdict, result.detail, result.reason = verdict_of(runs[0], runs[1])
     notes = []
     if env_a.freeze.get(package) == target:
         notes.append(f"A already has {package}=={target}, so A and B hold the same versions")

@@ -16,14 +16,17 @@ import json
 import os
 import shutil
 import time
+import tomllib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
+from packaging.utils import canonicalize_name
 from pydantic import BaseModel
 
+from tools.bisect.causes import tls_note
 from tools.interpreters import parse_freeze, uv_binary
 from tools.runner import run_captured
 from tools.workspace import Workspace
@@ -55,7 +58,6 @@ class Base:
     fingerprint: str
     extras: tuple[str, ...] = ()
     groups: tuple[str, ...] | None = None
-    install_project: bool = False
     requirements: str | None = None
     tag: str = ""
 
@@ -89,12 +91,12 @@ def _digest(*parts: object) -> str:
 
 
 def project_base(source: Path, python: Path, *, extras: tuple[str, ...] = (), groups: tuple[str, ...] | None = None,
-                 install_project: bool = False, tag: str = "") -> Base:
+                 tag: str = "") -> Base:
     """The project at `source` as pinned by its uv.lock (else its pyproject.toml)."""
     pieces = [(name, (source / name).read_bytes()) for name in PROJECT_FILES if (source / name).is_file()]
     fingerprint = hashlib.sha256(b"".join(n.encode() + b"\0" + data for n, data in pieces)).hexdigest()[:16]
     return Base("project", source, python, fingerprint, tuple(extras), None if groups is None else tuple(groups),
-                install_project, None, tag)
+                None, tag)
 
 
 def requirements_of(freeze: dict[str, str], skip: str | None = None) -> str:
@@ -107,14 +109,19 @@ def requirements_of(freeze: dict[str, str], skip: str | None = None) -> str:
 
 
 def current_base(source: Path, python: Path, freeze: dict[str, str]) -> Base:
-    """A copy of what an interpreter has installed (editable installs left out: the source is on PYTHONPATH)."""
+    """A copy of what an interpreter has installed (editable installs left out: the project is installed from
+    `source` itself)."""
     text = requirements_of(freeze)
-    return Base("current", source, python, hashlib.sha256(text.encode()).hexdigest()[:16], requirements=text)
+    pyproject = source / "pyproject.toml"
+    project = pyproject.read_bytes() if pyproject.is_file() else b""
+    return Base("current", source, python, hashlib.sha256(text.encode() + b"\0" + project).hexdigest()[:16],
+                requirements=text)
 
 
 def env_key(base: Base, override: tuple[str, str] | None) -> str:
-    return _digest(base.kind, base.fingerprint, base.extras, base.groups, base.install_project, str(base.python),
-                   base.tag, str(base.source) if base.install_project else "", override)
+    # The source is part of the key: the project is installed (editable) from it.
+    return _digest(base.kind, base.fingerprint, base.extras, base.groups, str(base.python), base.tag,
+                   str(base.source), override)
 
 
 def client_message(output: str, limit: int = 1500) -> str:
@@ -142,7 +149,8 @@ async def _uv(ws: Workspace, args: list[str], *, step: str, cwd: Path, env: dict
     record, output = await run_captured([uv_binary(), *args], ws, cwd=cwd, env={**UV_ENV, **(env or {})},
                                         timeout_s=timeout_s, label=step)
     if record.outcome != "pass":
-        message = client_message(output) if not record.timed_out else f"timed out after {timeout_s:.0f}s"
+        message = client_message(output) + tls_note(output) if not record.timed_out \
+            else f"timed out after {timeout_s:.0f}s"
         raise StepFailed(step, message, record.log_path, conflict=is_conflict(output))
     return output, record.log_path
 
@@ -170,9 +178,13 @@ async def _populate(ws: Workspace, base: Base, folder: Path, venv: Path, python:
             _, log = await _uv(ws, ["pip", "install", "--python", str(python), "-r", str(req)],
                                step="uv pip install (replicate freeze)", cwd=folder, timeout_s=timeout_s)
             logs.append(log)
+        await _install_project(ws, base, python, timeout_s, logs)
         return
-    if base.install_project:
-        project = base.source  # a worktree we own: uv may write its lock there
+    locked = (base.source / "uv.lock").is_file()
+    if locked:
+        # In place and --frozen: uv reads the lock without writing it, [tool.uv.sources] paths resolve from
+        # the project, and uv installs the project itself (editable) like the user's own `uv sync`.
+        project = base.source
     else:
         project = folder / "project"  # a copy: uv must not write a uv.lock into the user's tree
         project.mkdir(exist_ok=True)
@@ -180,9 +192,9 @@ async def _populate(ws: Workspace, base: Base, folder: Path, venv: Path, python:
             if (base.source / name).is_file():
                 shutil.copy2(base.source / name, project / name)
     args = ["sync", "--python", str(python)]
-    if (project / "uv.lock").is_file():
+    if locked:
         args.append("--frozen")
-    if not base.install_project:
+    else:
         args.append("--no-install-project")
     for extra in base.extras:
         args += ["--extra", extra]
@@ -193,6 +205,51 @@ async def _populate(ws: Workspace, base: Base, folder: Path, venv: Path, python:
     _, log = await _uv(ws, args, step="uv sync", cwd=project, env={"UV_PROJECT_ENVIRONMENT": str(venv)},
                        timeout_s=timeout_s)
     logs.append(log)
+    if not locked:
+        await _install_project(ws, base, python, timeout_s, logs)
+
+
+def project_name(source: Path) -> str | None:
+    """The distribution name of a packaged project at `source` (one with a build system), else None."""
+    pyproject = source / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8", errors="replace"))
+        except tomllib.TOMLDecodeError:
+            return None
+        name = data.get("project", {}).get("name")
+        packaged = "build-system" in data or data.get("tool", {}).get("uv", {}).get("package") is True
+        if isinstance(name, str) and packaged:
+            return canonicalize_name(name)
+    if (source / "setup.py").is_file():
+        return canonicalize_name(source.name)
+    return None
+
+
+async def _install_project(ws: Workspace, base: Base, python: Path, timeout_s: float, logs: list[str]) -> None:
+    """The project itself, editable from the tree under test: its entry points and metadata exist in the env."""
+    if project_name(base.source) is None:
+        return
+    _, log = await _uv(ws, ["pip", "install", "--python", str(python), "--no-deps", "-e", str(base.source)],
+                       step="uv pip install -e <project> (the tree under test)", cwd=base.source,
+                       timeout_s=timeout_s)
+    logs.append(log)
+
+
+def installed_project(venv: Path, source: Path) -> str | None:
+    """'name version (editable)' when the project at `source` is installed in `venv`, else None."""
+    name = project_name(source)
+    if name is None:
+        return None
+    for site in venv.glob("lib/python*/site-packages"):
+        for dist in site.glob("*.dist-info"):
+            dist_name, _, dist_version = dist.name[: -len(".dist-info")].partition("-")
+            if canonicalize_name(dist_name) != name:
+                continue
+            direct = dist / "direct_url.json"
+            editable = direct.is_file() and '"editable": true' in direct.read_text(errors="replace")
+            return f"{name} {dist_version}" + (" (editable)" if editable else "")
+    return None
 
 
 async def install_pinned(ws: Workspace, env: Env, wanted: list[str], pins: dict[str, str], target: tuple[str, str],

@@ -10,8 +10,18 @@ from packaging.version import Version
 from pydantic import BaseModel, Field
 
 from tools.bisect import uvenv
-from tools.bisect.common import Outcome, Progress, ReproducerFields, prepare, record_evidence, run_reproducer
-from tools.bisect.env import EnvFields, check_base_inputs, make_base
+from tools.bisect.common import (
+    Judged,
+    Outcome,
+    Prepared,
+    Progress,
+    ReproducerFields,
+    describe_run,
+    prepare,
+    record_evidence,
+    run_reproducer,
+)
+from tools.bisect.env import EnvFields, EnvPython, check_base_inputs, make_base
 from tools.bisect.index import IndexError_, between, index_url, list_releases
 from tools.bisect.search import Verdict, bisect, steps_left
 from tools.bisect.validate import package_name, version
@@ -19,7 +29,7 @@ from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.results import ToolResult
 
-Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed"]
+Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]
 
 
 class BisectVersionsInput(ReproducerFields, EnvFields):
@@ -27,8 +37,12 @@ class BisectVersionsInput(ReproducerFields, EnvFields):
 
     Lists the releases between good and bad from the package index (PEP 440 order; yanked and pre-releases left
     out unless asked), then binary-searches them, each step a uv environment under .rootcause/envs/ that is the
-    project as pinned with only that package moved. Both endpoints are checked first; a version that cannot be
-    installed or hangs is skipped, never counted bad."""
+    project as pinned with only that package moved, the project itself installed (editable) from the tree under
+    test. Both endpoints are checked first. A version that cannot be installed, or whose run fails with another
+    failure than `expect` or never reaches the code (command missing, index unreachable), is skipped with the
+    reason, never counted bad; a hang (timeout_s / idle_timeout_s) counts as bad."""
+
+    python: EnvPython = None
 
     package: str = Field(description="Distribution name, e.g. 'click' (PEP 508 name).")
     good: str = Field(description="A version where the reproducer passes, e.g. '8.1.0'.")
@@ -37,12 +51,15 @@ class BisectVersionsInput(ReproducerFields, EnvFields):
     include_yanked: bool = Field(False, description="Also test yanked releases in the range.")
     versions: list[str] | None = Field(None, description="Test exactly these versions instead of asking the index "
                                                          "(e.g. a private index the server cannot read).")
-    hang_is_bad: bool = Field(False, description="Count a reproducer timeout as bad (default: skipped).")
+    hang_is_bad: bool = Field(True, description="Count a reproducer timeout (timeout_s / idle_timeout_s) as bad; "
+                                                "false skips a version that hangs.")
 
 
 class TestedVersion(BaseModel):
     version: str
     outcome: Outcome
+    outcome_reason: str | None = Field(None, description="Why that outcome, or why the version was skipped.")
+    matches_expected: bool | None = None
     error: str | None = None
     signature: str | None = None
     log_path: str | None = None
@@ -65,6 +82,9 @@ class BisectVersionsResult(ToolResult):
     builds: int = Field(0, description="Environments used, endpoints included (cached ones too).")
     fresh_builds: int = Field(0, description="Of those, environments built by this call (not from the cache).")
     detail: str = ""
+    reason: str | None = Field(None, description="Why the search is inconclusive or could not be set up.")
+    project: str | None = Field(None, description="The project as installed in the environments ('name version "
+                                                  "(editable)').")
     failed_log: str | None = None
     duration_s: float = 0.0
 
@@ -72,6 +92,7 @@ class BisectVersionsResult(ToolResult):
         lines = [f"bisect_versions {self.package} {self.good}..{self.bad}: {self.status}", self.detail]
         if self.tested:
             lines.append("tested: " + ", ".join(f"{t.version} {t.outcome}" for t in self.tested))
+            lines += [f"skipped {t.version}: {t.outcome_reason}" for t in self.tested if t.outcome == "skip"][:5]
         lines.append(f"builds: {self.builds} ({self.fresh_builds} fresh) for {len(self.candidates)} candidates")
         if self.left_out:
             lines.append("left out: " + ", ".join(self.left_out[:10]))
@@ -100,7 +121,7 @@ async def bisect_versions(inp: BisectVersionsInput, ctx: ToolContext) -> BisectV
     good, bad = version(inp.good, "good"), version(inp.bad, "bad")
     if good == bad:
         raise UsageError(f"good and bad are the same version ({good}).", "give two different versions")
-    cmd = prepare(inp, ctx)
+    prepared = prepare(inp, ctx)
     python = check_base_inputs(ctx, inp)
     result = BisectVersionsResult(package=package, good=str(good), bad=str(bad), status="setup_failed", tested=[])
     progress = Progress(ctx)
@@ -113,10 +134,10 @@ async def bisect_versions(inp: BisectVersionsInput, ctx: ToolContext) -> BisectV
     order = chosen if good < bad else list(reversed(chosen))
     result.candidates = [str(v) for v in order]
     expected = 2 + steps_left(0, len(order) - 1)
-    base = await make_base(ctx, inp, ctx.root, python, tag="", install_project=False)
+    base = await make_base(ctx, inp, ctx.root, python, tag="")
     envs: list[uvenv.Env] = []
     try:
-        await _search(ctx, inp, cmd, base, package, order, progress, result, envs, expected)
+        await _search(ctx, inp, prepared, base, package, order, progress, result, envs, expected)
     finally:
         if not inp.keep:
             for env in envs:
@@ -124,7 +145,7 @@ async def bisect_versions(inp: BisectVersionsInput, ctx: ToolContext) -> BisectV
     return _finish(ctx, inp, result, started)
 
 
-async def _search(ctx: ToolContext, inp: BisectVersionsInput, cmd, base: uvenv.Base, package: str,
+async def _search(ctx: ToolContext, inp: BisectVersionsInput, prepared: Prepared, base: uvenv.Base, package: str,
                   order: list[Version], progress: Progress, result: BisectVersionsResult,
                   envs: list[uvenv.Env], expected: int) -> None:
     ws = ctx.workspace
@@ -136,29 +157,38 @@ async def _search(ctx: ToolContext, inp: BisectVersionsInput, cmd, base: uvenv.B
         except uvenv.StepFailed as exc:
             return exc
         envs.append(env)
+        result.project = result.project or uvenv.installed_project(env.venv, ctx.root)
         result.builds += 1
         result.fresh_builds += 0 if env.cached else 1
         return env
 
+    verdicts: dict[str, Verdict] = {}
+
     async def test(v: Version, built: uvenv.Env | uvenv.StepFailed) -> TestedVersion:
         if isinstance(built, uvenv.StepFailed):
-            tested = TestedVersion(version=str(v), outcome="skip", error=f"{built.step}: {built.message}"[:500],
+            why = f"could not be set up: {built.step}: {built.message}"[:500]
+            tested = TestedVersion(version=str(v), outcome="skip", outcome_reason=why, error=why,
                                    log_path=built.log_path)
+            verdicts[str(v)] = "skip"
         else:
             await progress.step(f"running the reproducer with {package}=={v}")
-            run, _ = await run_reproducer(ctx, cmd, inp, source=ctx.root, python=built.python,
-                                          label=f"bisect_versions {v}", pythonpath=True)
-            tested = TestedVersion(version=str(v), outcome=run.outcome, error=run.one_line, signature=run.signature,
-                                   log_path=run.log_path, env_path=ws.relative(built.venv), cached=built.cached)
+            run = await run_reproducer(ctx, inp, prepared, source=ctx.root, python=built.python,
+                                       label=f"bisect_versions {v}")
+            if run.outcome == "hang" and not inp.hang_is_bad and run.verdict == "bad":
+                run.verdict, run.reason = "skip", f"{run.reason} (hang_is_bad is false)"
+            tested = TestedVersion(version=str(v), outcome="skip" if run.verdict == "skip" else run.outcome,
+                                   outcome_reason=run.reason, matches_expected=run.matches_expected,
+                                   error=run.error, signature=run.signature, log_path=run.log_path,
+                                   env_path=ws.relative(built.venv), cached=built.cached)
+            verdicts[str(v)] = run.verdict
+            runs[str(v)] = run
         result.tested.append(tested)
         return tested
 
+    runs: dict[str, Judged] = {}
+
     def verdict(t: TestedVersion) -> Verdict:
-        if t.outcome == "pass":
-            return "good"
-        if t.outcome in ("fail", "crash") or (t.outcome == "hang" and inp.hang_is_bad):
-            return "bad"
-        return "skip"
+        return verdicts[t.version]
 
     await progress.step(f"building both endpoints concurrently: {order[0]} and {order[-1]}")
     built_good, built_bad = await asyncio.gather(build(order[0]), build(order[-1]))
@@ -167,14 +197,22 @@ async def _search(ctx: ToolContext, inp: BisectVersionsInput, cmd, base: uvenv.B
         got = verdict(tested)
         if got == want:
             continue
-        if tested.outcome == "skip":
-            result.detail = f"the endpoint {tested.version} could not be set up: {tested.error}"
-            result.failed_log = tested.log_path
+        cause = runs[tested.version].not_the_package(("both",)) if want == "good" and got == "bad" else None
+        if cause is not None:
+            result.status = "inconclusive"
+            result.reason = f"the good endpoint {tested.version} fails before the package matters: {cause}"
+            result.detail = result.reason + "; fix that first, then bisect again."
+        elif tested.outcome == "skip" and tested.version not in runs:
+            result.detail = f"the endpoint {tested.version} {tested.outcome_reason}"
+            result.reason, result.failed_log = result.detail, tested.log_path
+        elif tested.outcome == "skip":
+            result.status = "inconclusive"
+            result.reason = f"at the {want} endpoint {tested.version}: {tested.outcome_reason}"
+            result.detail = f"the reproducer decides nothing {result.reason}; nothing was bisected."
         else:
             result.status = status  # type: ignore[assignment]
             result.detail = (f"{want} {tested.version} is not {want}: the reproducer "
-                             f"{'passes' if tested.outcome == 'pass' else tested.outcome + 's'} there"
-                             f"{' (' + tested.error + ')' if tested.error else ''}; nothing was bisected. Check the "
+                             f"{describe_run(runs[tested.version])} there; nothing was bisected. Check the "
                              f"command and the endpoints.")
         return
 
