@@ -1,15 +1,18 @@
 """Big logs without loading them: the head, the tail and windows around error markers.
 
-A multi-GB log is scanned in 4 MB chunks with one bytes regex (C speed); the first and
-last matches keep a window of text around them. The windows, in file order, form a
-condensed text of at most a few MB that the parsers read like a small log.
+A multi-GB log is scanned in 4 MB chunks (read into one reused buffer: memory stays
+constant) with one compiled pre-filter, an RE2 automaton over the bytes (a DFA: one pass,
+hundreds of MB/s, where Python's backtracking `re` tries every alternative at every
+position); the first and last matches keep a window of text around them. The windows, in
+file order, form a condensed text of at most a few MB that the parsers read like a small log.
 """
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from pathlib import Path
+
+import re2
 
 SMALL_LOG = 2_000_000
 CHUNK = 4 * 1024 * 1024
@@ -18,26 +21,29 @@ TAIL = 512 * 1024
 BEFORE, AFTER = 4 * 1024, 24 * 1024
 KEEP_FIRST, KEEP_LAST = 40, 40
 
-_MARKERS = re.compile(
+_MARKERS = re2.compile(
     rb"Traceback \(most recent call last\)|Root Cause \(first observed|Watchdog caught|Fatal Python error|"
     rb"Segmentation fault|out of memory|Killed|terminate called|short test summary|= FAILURES =|"
-    rb"Timed out|timed out|Error: |Exception: |most recent call first|\bnan\b|Signal \d+ \("
+    rb"Timed out|timed out|Error: |Exception: |most recent call first|\b(?:nan|NaN)\b|Signal \d+ \(|"
+    rb"CANCELLED AT|oom-kill|double free|srun: error|core dumped|Aborted|error: "
 )
+OVERLAP = 256
 
 
 def _windows(path: Path, size: int) -> list[tuple[int, int]]:
     first: list[int] = []
     last: deque[int] = deque(maxlen=KEEP_LAST)
-    overlap = 256
+    buffer = bytearray(CHUNK + OVERLAP)
+    view = memoryview(buffer)
     with open(path, "rb") as fh:
         offset = 0
         while offset < size:
-            fh.seek(max(0, offset - overlap))
-            base = fh.tell()
-            chunk = fh.read(CHUNK + (offset - base))
-            if not chunk:
+            base = max(0, offset - OVERLAP)
+            fh.seek(base)
+            got = fh.readinto(view[:min(CHUNK + (offset - base), size - base)])
+            if not got:
                 break
-            for m in _MARKERS.finditer(chunk):
+            for m in _MARKERS.finditer(view[:got]):
                 at = base + m.start()
                 if at < offset:
                     continue

@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import re2
+
 from tools.diagnosis.errors import FoundError
 from tools.diagnosis.models import Frame
 from tools.diagnosis.text import Line
@@ -114,6 +116,13 @@ TEMPLATES: tuple[Template, ...] = (
 
 
 PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
+# One search per line tells whether any template can match it (most lines of a big log match none): an RE2
+# automaton (one pass per line) unless a template needs what RE2 lacks (lookaround).
+_ANY_PATTERN = "|".join(f"(?{'i' if t.pattern.flags & re.IGNORECASE else ''}:{t.pattern.pattern})" for t in TEMPLATES)
+try:
+    _ANY = re2.compile(_ANY_PATTERN)
+except re2.error:
+    _ANY = re.compile(_ANY_PATTERN)
 
 
 def rank_in(text: str) -> int | None:
@@ -136,7 +145,7 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
     """Template errors on lines no traceback already accounted for; one per (template, rank, identity)."""
     seen: set[tuple[str, int | None, str]] = set()
     for pos, line in enumerate(lines):
-        if line.index in consumed or not line.text.strip():
+        if line.index in consumed or not _ANY.search(line.text):
             continue
         for template in TEMPLATES:
             m = template.pattern.search(line.text)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
@@ -111,33 +112,44 @@ class Parsed:
     kinds: list[str] = field(default_factory=list)
 
 
+@lru_cache(maxsize=32)
+def _combined(allowed: frozenset[str] | None) -> tuple[re.Pattern[str], dict[int, tuple[str, ...]]]:
+    """All usable prefixes as one alternation (one match per peel); alternative i is group `p<i>`, its
+    named groups `g<i>_<name>`."""
+    parts: list[str] = []
+    names: dict[int, tuple[str, ...]] = {}
+    for i, prefix in enumerate(PREFIXES):
+        if not prefix.always and allowed is not None and prefix.kind not in allowed:
+            continue
+        body = re.sub(r"\(\?P<(\w+)>", lambda m, i=i: f"(?P<g{i}_{m.group(1)}>", prefix.pattern.pattern)
+        parts.append(f"(?P<p{i}>{body})")
+        names[i] = tuple(prefix.pattern.groupindex)
+    return re.compile("|".join(parts)), names
+
+
 def _peel(line: str, allowed: frozenset[str] | None) -> tuple[str, Parsed]:
     """Strip stacked prefixes; `allowed` None strips the ambiguous ones too (used while detecting)."""
     parsed = Parsed()
+    pattern, names = _combined(allowed)
     for _ in range(_MAX_PEEL):
-        for prefix in PREFIXES:
-            if not prefix.always and allowed is not None and prefix.kind not in allowed:
-                continue
-            if prefix.kind in parsed.kinds and prefix.kind not in ("rank", "worker"):
-                continue
-            m = prefix.pattern.match(line)
-            if not m or (m.end() == 0):
-                continue
-            groups = m.groupdict()
-            if prefix.kind == "srun" and parsed.rank is not None:
-                continue
-            if groups.get("rank") is not None and parsed.rank is None:
-                parsed.rank = int(groups["rank"])
-            if prefix.kind == "worker":
-                parsed.worker = f"{groups.get('worker') or 'worker'} pid={groups['pid']}"
-            level = groups.get("level") or _GLOG_LEVEL.get(groups.get("glevel") or "")
-            if level and parsed.level is None:
-                parsed.level = "WARNING" if level == "WARN" else level
-            parsed.kinds.append(prefix.kind)
-            line = line[m.end():]
+        m = pattern.match(line)
+        if not m or not m.end():
             break
-        else:
+        i = int(m.lastgroup[1:])
+        prefix = PREFIXES[i]
+        if (prefix.kind in parsed.kinds and prefix.kind not in ("rank", "worker")) or \
+                (prefix.kind == "srun" and parsed.rank is not None):
             break
+        groups = {name: m.group(f"g{i}_{name}") for name in names[i]}
+        if groups.get("rank") is not None and parsed.rank is None:
+            parsed.rank = int(groups["rank"])
+        if prefix.kind == "worker":
+            parsed.worker = f"{groups.get('worker') or 'worker'} pid={groups['pid']}"
+        level = groups.get("level") or _GLOG_LEVEL.get(groups.get("glevel") or "")
+        if level and parsed.level is None:
+            parsed.level = "WARNING" if level == "WARN" else level
+        parsed.kinds.append(prefix.kind)
+        line = line[m.end():]
     return line, parsed
 
 
@@ -222,8 +234,8 @@ _RULE_END = re.compile(r"([^\w\s])\1\1$")  # a line ending in a rule (====, ____
 def _unwrap_width(raw: list[str]) -> list[str]:
     """Lines hard-wrapped mid-word at a fixed width (by a terminal or a mail client) joined again.
 
-    The wrap width is the longest line's length; the log counts as wrapped when at least 3 lines of
-    that length (and most of them) break a token (no space on either side of the break)."""
+    The wrap width is the longest line's length; the log counts as wrapped when most lines of that
+    length break a token (no space on either side of the break) and at least 3 cut a word in two."""
     lengths = [len(r) for r in raw if r.strip()]
     if len(lengths) < 5:
         return raw
@@ -236,8 +248,10 @@ def _unwrap_width(raw: list[str]) -> list[str]:
             and not raw[i + 1][0].isspace() and not _RULE_END.search(raw[i])
 
     at_width = [i for i, r in enumerate(raw) if len(r) == width]
-    mid_word = [i for i in at_width if breaks(i)]
-    if len(mid_word) < 3 or len(mid_word) < 0.5 * len(at_width):
+    broken = [i for i in at_width if breaks(i)]
+    # Evidence of a wrap: letters or digits on both sides of at least 3 breaks (a word cut in two).
+    mid_word = [i for i in broken if raw[i][-1].isalnum() and raw[i + 1][0].isalnum()]
+    if len(mid_word) < 3 or len(broken) < 0.5 * len(at_width):
         return raw
     joined: list[str] = []
     carry = ""
