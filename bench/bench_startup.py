@@ -1,8 +1,11 @@
 """Start-up to tools/list: `rootcause serve` against the reference `mcp-server-git`, both over stdio.
 
-Each server is started as its console script by the official MCP stdio client; the figure
-is the wall time from spawning the process to the tools/list answer (median of N runs).
-mcp-server-git is installed into a throwaway uv venv (same Python, same mcp major).
+Each server is started as its console script by the official MCP stdio client; the figure is
+the wall time of the whole session: spawn the process, initialize, list the tools, exit. The
+two servers run in pairs (ours, then the reference), RUNS pairs, so both see the same machine
+state; medians are compared. The server's resident memory is read once the tools are listed.
+mcp-server-git is installed into a throwaway uv venv (same Python). Also printed: the size of
+the tools/list result as JSON (characters), the figure the agent pays every session.
 """
 
 from __future__ import annotations
@@ -21,18 +24,31 @@ from mcp import Client, StdioServerParameters
 RUNS = 7
 
 
-async def _time_tools_list(command: str, args: list[str], cwd: str) -> float:
+async def _session(command: str, args: list[str], cwd: str) -> tuple[float, float, int]:
+    """(seconds from spawn to exit, server RSS in MiB after tools/list, tools/list JSON characters)."""
+    import json
+
+    import psutil
+
     params = StdioServerParameters(command=command, args=args, cwd=cwd, env=dict(os.environ))
     started = time.perf_counter()
     async with Client(params) as client:
-        await client.list_tools()
-        elapsed = time.perf_counter() - started
-    return elapsed
+        listed = await client.list_tools()
+        servers = psutil.Process().children(recursive=True)
+        rss = max((p.memory_info().rss for p in servers if p.is_running()), default=0) / 2**20
+    elapsed = time.perf_counter() - started
+    size = len(json.dumps(listed.model_dump(mode="json", by_alias=True, exclude_none=True)))
+    return elapsed, rss, size
 
 
-def _median(command: str, args: list[str], cwd: str) -> float:
-    anyio.run(_time_tools_list, command, args, cwd)  # warm-up: page cache, bytecode
-    return statistics.median(anyio.run(_time_tools_list, command, args, cwd) for _ in range(RUNS))
+def _paired(ours: tuple[str, list[str]], reference: tuple[str, list[str]], cwd: str) -> dict[str, list]:
+    for command, args in (ours, reference):
+        anyio.run(_session, command, args, cwd)  # warm-up: page cache, bytecode, rootcause's schema cache
+    runs: dict[str, list] = {"ours": [], "reference": []}
+    for _ in range(RUNS):
+        runs["ours"].append(anyio.run(_session, *ours, cwd))
+        runs["reference"].append(anyio.run(_session, *reference, cwd))
+    return runs
 
 
 def _install_reference(folder: Path) -> str:
@@ -53,12 +69,19 @@ def main() -> dict[str, float]:
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         reference = _install_reference(Path(tmp))
         ours = str(Path(sys.executable).parent / "rootcause")
-        ref_s = _median(reference, ["--repository", str(repo)], str(repo))
-        ours_s = _median(ours, ["serve", "--root", str(repo)], str(repo))
+        runs = _paired((ours, ["serve", "--root", str(repo)]), (reference, ["--repository", str(repo)]), str(repo))
+    ours_s = statistics.median(r[0] for r in runs["ours"])
+    ref_s = statistics.median(r[0] for r in runs["reference"])
+    ours_mib = statistics.median(r[1] for r in runs["ours"])
+    ref_mib = statistics.median(r[1] for r in runs["reference"])
     figures = {"rootcause_tools_list_s": round(ours_s, 3), "mcp_server_git_tools_list_s": round(ref_s, 3),
-               "ratio": round(ours_s / ref_s, 2)}
-    print(f"start-up to tools/list (median of {RUNS}): rootcause {ours_s * 1000:.0f} ms, "
-          f"mcp-server-git {ref_s * 1000:.0f} ms, ratio {figures['ratio']}x (goal <= 1.0x, and < 1 s)")
+               "ratio": round(ours_s / ref_s, 2), "rootcause_rss_mib": round(ours_mib, 1),
+               "mcp_server_git_rss_mib": round(ref_mib, 1), "tools_list_chars": runs["ours"][0][2],
+               "mcp_server_git_tools_list_chars": runs["reference"][0][2]}
+    print(f"start-up, spawn to exit with tools/list ({RUNS} pairs, medians): rootcause {ours_s * 1000:.0f} ms, "
+          f"mcp-server-git {ref_s * 1000:.0f} ms, ratio {figures['ratio']}x (goal <= 1.0x); "
+          f"memory {ours_mib:.0f} MiB vs {ref_mib:.0f} MiB; tools/list {figures['tools_list_chars']} characters "
+          f"(mcp-server-git {figures['mcp_server_git_tools_list_chars']}; goal <= 30000)")
     return figures
 
 
