@@ -1,9 +1,11 @@
-"""analyze_training_log: line formats, series, NaN onset, spikes, divergence, bad input."""
+"""analyze_training_log: series, NaN onset, spikes, the run's end, lr, divergence, plot, bad input.
+
+The line formats are tests/test_logs_metrics.py's.
+"""
 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
@@ -12,8 +14,7 @@ import pytest
 from tests.conftest import FIXTURES, error_text, memory_client, structured
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.numerics.log_parsers import parse_line
-from tools.numerics.series import DEFAULT_RTOL, find_spikes
+from tools.numerics.series import DEFAULT_RTOL
 from tools.numerics.training_log import AnalyzeTrainingLogInput, AnalyzeTrainingLogResult, analyze_training_log
 
 pytestmark = pytest.mark.anyio
@@ -30,51 +31,6 @@ def logs(repo: Path) -> Path:
 
 async def run(root: Path, **kwargs) -> AnalyzeTrainingLogResult:
     return await analyze_training_log(AnalyzeTrainingLogInput(**kwargs), ToolContext.for_root(root))
-
-
-def one(line: str):
-    records = list(parse_line(line))
-    assert len(records) == 1, records
-    return records[0]
-
-
-@pytest.mark.parametrize(("line", "fmt", "step", "metrics"), [
-    ("step=12 loss=2.31 grad_norm=0.9 lr=3e-4", "key=value", 12, {"loss": 2.31, "grad_norm": 0.9, "lr": 3e-4}),
-    ("Step: 12, Loss: 2.31, Grad Norm: 0.9, LR: 3.0E-04", "key: value", 12,
-     {"loss": 2.31, "grad_norm": 0.9, "lr": 3e-4}),
-    ("| epoch 001 | loss 2.31 | gnorm 0.9 | lr 0.0003 | num_updates 12 |", "pipe", 12,
-     {"epoch": 1.0, "loss": 2.31, "grad_norm": 0.9, "lr": 3e-4}),
-    (' iteration       12/    100 | lm loss: 2.310000E+00 | grad norm: 0.900 | learning rate: 3.0E-04 |', "pipe",
-     12, {"loss": 2.31, "grad_norm": 0.9, "lr": 3e-4}),
-    ('{"step": 12, "train/loss": 2.31, "train/grad_norm": 0.9, "train/lr": 0.0003}', "json", 12,
-     {"loss": 2.31, "grad_norm": 0.9, "lr": 3e-4}),
-    ("{'loss': 2.31, 'grad_norm': 0.9, 'learning_rate': 0.0003, 'epoch': 0.1}", "python_dict", None,
-     {"loss": 2.31, "grad_norm": 0.9, "lr": 3e-4, "epoch": 0.1}),
-    ("\r 12%|#   | 12/100 [00:03<00:22,  3.90it/s, loss=2.31, lr=3e-4]", "tqdm", 12, {"loss": 2.31, "lr": 3e-4}),
-    ("[rank3]: step=12 loss=tensor(2.3100, device='cuda:3')", "key=value", 12, {"loss": 2.31}),
-])
-def test_line_formats(line: str, fmt: str, step: int | None, metrics: dict[str, float]) -> None:
-    record = one(line)
-    assert (record.format, record.step) == (fmt, step)
-    assert record.metrics == pytest.approx(metrics)
-
-
-def test_rank_prefixes_and_nonfinite_spellings() -> None:
-    assert one("[rank7]:step=1 loss=nan").rank == "7"
-    assert one("[default2]:step=1 loss=2.0").rank == "2"
-    assert one("3: step=1 loss=2.0").rank == "3"
-    assert math.isnan(one("{'loss': nan, 'grad_norm': inf}").metrics["loss"])
-    assert one('{"loss": Infinity, "step": 4}').metrics["loss"] == math.inf
-    assert one("step=4 loss=-inf").metrics["loss"] == -math.inf
-    assert list(parse_line("2026-11-29 10:00:01 INFO starting the run")) == []
-    assert one("epoch: 1 time: 12").format == "ignored"  # numbers, but no loss / norm / step
-
-
-def test_spike_rule() -> None:
-    points = [(i, 1.0 + 0.01 * (i % 3)) for i in range(1, 30)] + [(30, 3.2), (31, 1.0), (32, math.nan), (33, 3.5)]
-    spikes = find_spikes(points, "loss")
-    assert [(s.step, round(s.factor, 2)) for s in spikes] == [(30, 3.17), (33, 3.47)]
-    assert find_spikes([(1, 1.0), (2, 50.0)], "loss") == []  # too little history to call anything a spike
 
 
 async def test_hf_trainer_log_going_nan(logs: Path) -> None:

@@ -25,7 +25,7 @@ import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -33,25 +33,27 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from tools.diagnosis.text import split_lines
+from tools.logs.lines import PREFIXES, LineModel, clean
 
 NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
 _NUM_RE = re.compile(NUM, re.IGNORECASE)
 _WORD = r"[A-Za-z_][\w./-]*"
+_KEY = rf"{_WORD}(?:\(\w+\))?"  # mmengine's `Iter(train) [ 1450/80000]`
 _VALUE = (rf"(?:tensor\(\s*|\[\s*)?['\"]?(?P<val>{NUM})['\"]?(?:\s*/\s*\d+\s*\]?)?"
           r"(?![\w.]|:\S|,\d{3}\b)")
-# A key that ends in loss / norm / rate may take one qualifier word ("lm loss", "grad norm",
-# "val loss", "learning rate") and any separator; other keys are several words before ':' or '=',
-# or one word before whitespace.
-_PAIR = re.compile(
-    rf"(?<![\w./-])(?:(?P<k1>(?:{_WORD} )?[\w./-]*(?:loss|norm|rate))(?:\s*[:=]\s*|\s+)"
-    rf"|(?P<k2>{_WORD}(?: {_WORD}){{0,3}})\s*[:=]\s*|(?P<k3>{_WORD})\s+){_VALUE}",
-    re.IGNORECASE)
+# One word before its value; the words before it join the key when they lead up to it with single
+# spaces: several before ':' or '=' ("lm loss:", "Global Step:"), one before a loss / norm / rate
+# separated by a space ("val loss 2.0"). Matching one word keeps the scan linear.
+_PAIR = re.compile(rf"(?<![\w./'\"-])(?P<key>{_KEY})(?P<sep>\s*[:=]\s*|\s+){_VALUE}", re.IGNORECASE)
+_QUALIFIERS = re.compile(r"(?:(?<=\s)|^)((?:[A-Za-z_][\w.-]* ){1,3})$")
+_METRIC_WORD = re.compile(r"(?:loss|norm|rate)$", re.IGNORECASE)
 _PY_PAIR = re.compile(rf"""['"](?P<key>[^'"]+)['"]\s*:\s*(?:tensor\(\s*)?['"]?(?P<val>{NUM})""", re.IGNORECASE)
 _PIPE_SEGMENT = re.compile(
     rf"^\s*(?P<key>{_WORD}(?: {_WORD}){{0,5}}(?: \([\w/ ]+\))?)\s*[:=]?\s*(?:tensor\(\s*)?(?P<val>{NUM})"
     r"(?:\s*/\s*\d+)?\s*$", re.IGNORECASE)
 _TQDM = re.compile(r"(?P<n>\d+)/(?P<total>\d+|\?)\s*\[[^\]]*?(?:it/s|s/it|\?it/s)\s*,\s*(?P<postfix>[^\]]*)\]")
+# A missing value (`total_grad_norm: N/A total_loss: ...`) is that key's, not a word of the next key.
+_MISSING = re.compile(r"([:=])\s*(?:N/A|None|null|-)(?=[\s,;]|$)", re.IGNORECASE)
 _LIGHTNING_EPOCH = re.compile(r"Epoch (\d+):\s+\d+%")
 _HAS_NUMBER = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _DELIMITED_KEY = re.compile(rf"^\s*['\"]?{_WORD}['\"]?\s*$")
@@ -68,6 +70,17 @@ SPIKE_RULE = (f"a finite value above {SPIKE_FACTOR:g}x the median of the previou
 PREFIXED = object()
 """feed()'s default rank: split the launcher prefix off the line to learn it."""
 RANK_RULE = "rank 0 when it prints metrics, else the first rank (or unprefixed stream) that does"
+
+
+@lru_cache(maxsize=1)
+def _trigger() -> re.Pattern[str]:
+    """Words one of which every metric line holds (a loss, norm, step or iteration name, a progress bar)."""
+    vocab = vocabulary()
+    words = {"loss", "norm", "it/s", "s/it"} | {w for w, name in vocab.names.items()
+                                                if name in ("loss", "grad_norm", "step", "iteration")}
+    spellings = {variant for w in words for variant in (w, w.replace("_", " "), w.replace("_", "-"))}
+    minimal = sorted(w for w in spellings if not any(o != w and o in w for o in spellings))
+    return re.compile("|".join(re.escape(w) for w in minimal), re.IGNORECASE)
 
 
 # -- vocabulary ---------------------------------------------------------------------------------------------------
@@ -124,11 +137,39 @@ class MetricRecord:
 def _pairs(matches: Iterator[re.Match[str]]) -> dict[str, float]:
     found: dict[str, float] = {}
     for m in matches:
-        key = m.group("key") if "key" in m.re.groupindex else (m.group("k1") or m.group("k2") or m.group("k3"))
         try:
-            found.setdefault(canonical(key), float(m.group("val")))
+            found.setdefault(canonical(m.group("key")), float(m.group("val")))
         except ValueError:
             continue
+    return found
+
+
+def _key(m: re.Match[str], text: str, after: int) -> str:
+    """The pair's key with the words that lead up to it (not before `after`, the end of the previous pair)."""
+    key, start = m.group("key"), m.start()
+    if start < 2 or text[start - 1] != " " or not (text[start - 2].isalnum() or text[start - 2] in "_)"):
+        return key
+    spaced = not m.group("sep").strip()
+    if spaced and not _METRIC_WORD.search(key):
+        return key
+    q = _QUALIFIERS.search(text, after, start)
+    if not q:
+        return key
+    words = q.group(1).split()
+    return " ".join([*(words[-1:] if spaced else words), key])
+
+
+def parse_pairs(text: str) -> dict[str, float] | None:
+    if "N/A" in text or "None" in text or "null" in text:
+        text = _MISSING.sub(r"\1 ;", text)
+    found: dict[str, float] = {}
+    after = 0
+    for m in _PAIR.finditer(text):
+        try:
+            found.setdefault(canonical(_key(m, text, after)), float(m.group("val")))
+        except ValueError:
+            pass
+        after = m.end()
     return found
 
 
@@ -176,10 +217,12 @@ def parse_pydict(text: str) -> dict[str, float] | None:
 
 
 def parse_tqdm(text: str) -> dict[str, float] | None:
+    if "it/s" not in text and "s/it" not in text:
+        return None
     m = _TQDM.search(text)
     if not m:
         return None
-    found = _pairs(_PAIR.finditer(m.group("postfix")))
+    found = parse_pairs(m.group("postfix"))
     if not found:
         return None
     step = int(m.group("n"))
@@ -191,21 +234,23 @@ def parse_tqdm(text: str) -> dict[str, float] | None:
 
 
 def parse_pipe(text: str) -> dict[str, float] | None:
+    """`| key value |` columns; a column holding several pairs is read as pairs; a leading bare integer is the step."""
     if text.count("|") < 2:
         return None
     found: dict[str, float] = {}
-    for segment in text.split("|"):
+    for position, segment in enumerate(text.split("|")):
         m = _PIPE_SEGMENT.match(segment)
         if m:
             try:
                 found.setdefault(canonical(m.group("key")), float(m.group("val")))
             except ValueError:
-                continue
+                pass
+        elif position == 0 and segment.strip().isdigit():
+            found.setdefault("step", float(segment))
+        else:
+            for key, value in parse_pairs(segment).items():
+                found.setdefault(key, value)
     return found
-
-
-def parse_pairs(text: str) -> dict[str, float] | None:
-    return _pairs(_PAIR.finditer(text))
 
 
 PARSERS = (("json", parse_json), ("python_dict", parse_pydict), ("tqdm", parse_tqdm), ("pipe", parse_pipe),
@@ -216,7 +261,7 @@ def _is_metric_record(found: dict[str, float]) -> bool:
     """A record worth keeping: it names a loss or a norm, or it carries an explicit step."""
     if "runtime" in found:
         return False  # HF's end-of-training summary (train_runtime, averaged train_loss), not a step
-    return "step" in found or any("loss" in k or "norm" in k for k in found)
+    return "step" in found or "iteration" in found or any("loss" in k or "norm" in k for k in found)
 
 
 def _as_step(value: float | None) -> int | None:
@@ -225,19 +270,27 @@ def _as_step(value: float | None) -> int | None:
     return int(value)
 
 
+def _record(found: dict[str, float], fmt: str) -> MetricRecord | None:
+    step = _as_step(found.pop("step", None))
+    iteration = _as_step(found.pop("iteration", None))
+    if step is None:
+        step = iteration  # a loop counter counts when the line prints no step
+    return MetricRecord(step, found, fmt) if found else None
+
+
 def parse_text(text: str) -> MetricRecord | None:
     """The record of one normalised line segment (no launcher prefix, no carriage return)."""
     if not _HAS_NUMBER.search(text):
         return None
+    ignored: dict[str, float] | None = None
     for name, parser in PARSERS:
         found = parser(text)
         if not found:
             continue
-        if not _is_metric_record(found):
-            return MetricRecord(None, found, IGNORED)
-        step = _as_step(found.pop("step", None))
-        return MetricRecord(step, found, name) if found else None
-    return None
+        if _is_metric_record(found):
+            return _record(found, name)
+        ignored = ignored or found  # a later, looser format may still find the metrics
+    return MetricRecord(None, ignored, IGNORED) if ignored else None
 
 
 # -- delimited files ----------------------------------------------------------------------------------------------
@@ -249,7 +302,7 @@ def _delimited_header(text: str) -> tuple[str, list[str]] | None:
         if len(cells) < 2 or not all(_DELIMITED_KEY.match(c) for c in cells):
             continue
         names = [_json_key(c.strip().strip("'\"")) for c in cells]
-        if "step" in names or any(n in RECOGNISED or "loss" in n for n in names):
+        if {"step", "iteration"} & set(names) or any(n in RECOGNISED or "loss" in n for n in names):
             return sep, names
     return None
 
@@ -282,6 +335,9 @@ class Stats:
     final: float | None = None
     trailing_nonfinite: int = 0
     first_nonfinite_step: int | None = None
+    last_finite_step: int | None = None
+    trailing_from_step: int | None = None
+    """The first step of the non-finite tail (when the series ends non-finite)."""
 
     def add(self, step: int, value: float) -> None:
         if not self.count:
@@ -291,7 +347,8 @@ class Stats:
         self.final = value
         if math.isfinite(value):
             self.trailing_nonfinite = 0
-            self.last = value
+            self.trailing_from_step = None
+            self.last, self.last_finite_step = value, step
             if self.first is None:
                 self.first = value
             self.min = value if self.min is None else min(self.min, value)
@@ -299,6 +356,8 @@ class Stats:
         else:
             self.nonfinite += 1
             self.trailing_nonfinite += 1
+            if self.trailing_from_step is None:
+                self.trailing_from_step = step
             if self.first_nonfinite_step is None:
                 self.first_nonfinite_step = step
 
@@ -324,9 +383,13 @@ class Points:
         s.final = float(self.values[-1])
         if len(good):
             s.min, s.max, s.first, s.last = float(good.min()), float(good.max()), float(good[0]), float(good[-1])
-            s.trailing_nonfinite = len(self) - 1 - int(np.flatnonzero(finite)[-1])
+            last = int(np.flatnonzero(finite)[-1])
+            s.trailing_nonfinite = len(self) - 1 - last
+            s.last_finite_step = int(self.steps[last])
         else:
             s.trailing_nonfinite = len(self)
+        if s.trailing_nonfinite:
+            s.trailing_from_step = int(self.steps[len(self) - s.trailing_nonfinite])
         if s.nonfinite:
             s.first_nonfinite_step = int(self.steps[int(np.argmin(finite))])
         return s
@@ -507,7 +570,15 @@ class _Stream:
 
 
 class MetricExtractor:
-    """Feed lines one at a time; `result()` gives the MetricSeries. Stateful: CSV header, rank, inferred steps."""
+    """Feed lines one at a time; `result()` gives the MetricSeries. Stateful: line model, CSV header, rank, steps.
+
+    The line model (tools/logs/lines.py: ANSI codes, rank tags, timestamps, logger formats) is learnt
+    from the first HEAD lines, which are held back until then. Once a rank is chosen, other ranks'
+    lines are skipped on their launcher tag alone, and once a metric line was found, lines that name
+    no metric, step or progress bar are skipped before they are normalised.
+    """
+
+    HEAD = 200
 
     def __init__(self) -> None:
         self.series = MetricSeries()
@@ -517,24 +588,74 @@ class MetricExtractor:
         self._delimited: tuple[str, list[str]] | None = None
         self._content_lines = 0
         self._ranks_seen: dict[str | None, None] = {}
+        self._model: LineModel | None = None
+        self._head: list[tuple[str, int]] = []
+        self._rank_tags: tuple[re.Pattern[str], ...] = ()
+        self._tags: dict[str, str] = {}
 
     def feed(self, line: str, index: int | None = None, rank: int | str | object | None = PREFIXED) -> None:
         """One physical line of the log; `index` is its 0-based line number (default: lines fed so far).
 
-        Pass `rank` when the caller split the launcher prefix off already (None: unprefixed)."""
+        Pass `rank` when the caller split the launcher prefix off already (None: unprefixed): the line
+        is then read as it is, with no line model."""
         number = self.series.lines if index is None else index
         self.series.lines += 1
         if len(line) > 100_000:
             line = line[:100_000]
-        if rank is PREFIXED:
-            segments = [(None if ln.rank is None else str(ln.rank), ln.text) for ln in split_lines(line)]
-        else:
-            segments = [(None if rank is None else str(rank), seg) for seg in line.split("\r")]
-        for seg_rank, text in segments:
-            text = text.strip()
-            if not text:
+        if rank is not PREFIXED:
+            tag = None if rank is None else str(rank)
+            for segment in line.split("\r"):
+                if segment.strip():
+                    self._segment(tag, segment.strip(), number)
+            return
+        if self._model is None:
+            self._head.append((line, number))
+            if len(self._head) >= self.HEAD:
+                self._learn()
+            return
+        self._raw(line, number)
+
+    def _learn(self) -> None:
+        head, self._head = self._head, []
+        self._model = LineModel.detect(seg for raw, _ in head for seg in clean(raw).split("\n"))
+        allowed = self._model.allowed
+        self._rank_tags = tuple(p.pattern for p in PREFIXES
+                                if p.kind == "rank" or (p.kind in allowed and "rank" in p.pattern.groupindex))
+        for raw, number in head:
+            self._raw(raw, number)
+
+    def _tag(self, raw: str) -> str | None:
+        """The launcher's rank tag of a raw line (`[rank3]:` -> "3"), remembered by the line's first characters."""
+        head = raw[:16]
+        known = self._tags.get(head)
+        if known is not None:
+            return known
+        for pattern in self._rank_tags:
+            m = pattern.match(raw)
+            if m:
+                tag = str(int(m.group("rank")))
+                if m.end() <= len(head) and len(self._tags) < 4096:
+                    self._tags[head] = tag  # the tag ends inside `head`: every line starting so has it
+                return tag
+        return None
+
+    def _raw(self, raw: str, number: int) -> None:
+        if self._chose and not self._delimited:
+            tag = self._tag(raw)
+            if tag != self._chosen and not (tag == "0" and self._chosen is not None):
+                if tag not in self._ranks_seen:
+                    self._ranks_seen[tag] = None
+                return
+            if not _trigger().search(raw):
+                return
+        assert self._model is not None
+        for segment in clean(raw).split("\n"):
+            if not segment.strip():
                 continue
-            self._segment(seg_rank, text, number)
+            text, parsed = self._model.split(segment)
+            text = text.strip()
+            if text:
+                self._segment(None if parsed.rank is None else str(parsed.rank), text, number)
 
     def _segment(self, rank: str | None, text: str, number: int) -> None:
         series = self.series
@@ -553,8 +674,7 @@ class MetricExtractor:
             found = _delimited_row(text, *self._delimited)
             record = None
             if found:
-                step = _as_step(found.pop("step", None))
-                record = MetricRecord(step, found, "csv" if self._delimited[0] == "," else "tsv") if found else None
+                record = _record(found, "csv" if self._delimited[0] == "," else "tsv")
         else:
             record = parse_text(text)
         if record is None:
@@ -571,6 +691,8 @@ class MetricExtractor:
         self._stream.add(record, number)
 
     def result(self) -> MetricSeries:
+        if self._head:
+            self._learn()
         series, stream = self.series, self._stream
         series.ranks = list(self._ranks_seen)
         series.rank_used = self._chosen
@@ -583,18 +705,23 @@ class MetricExtractor:
         return series
 
 
-def scan_metrics(source: str | Path | Iterable[str], progress=None) -> MetricSeries:
-    """The metric series of a log file (a Path) or of lines / text already in memory (a str is text)."""
+def scan_metrics(source: str | Path | Iterable[str],
+                 progress: Callable[[int, int], None] | None = None) -> MetricSeries:
+    """The metric series of a log file (a Path, streamed) or of text / lines in memory (a str is text).
+
+    `progress(bytes_read, file_size)` is called about every 4 MB of a file."""
     extractor = MetricExtractor()
     if isinstance(source, Path):
         total = source.stat().st_size
         next_report = 4 << 20
-        with open(source, "rb") as fh:
-            for raw in fh:
-                extractor.feed(raw.decode("utf-8", "replace").rstrip("\n"))
-                if progress is not None and fh.tell() >= next_report:
-                    next_report += 4 << 20
-                    progress(fh.tell(), total)
+        # newline="\n": a carriage return (a progress bar redraw) stays inside its line, as a segment.
+        with open(source, encoding="utf-8", errors="replace", newline="\n") as fh:
+            raw = fh.buffer.raw  # type: ignore[attr-defined]
+            for count, line in enumerate(fh):
+                extractor.feed(line.rstrip("\n"))
+                if progress is not None and not count & 4095 and raw.tell() >= next_report:
+                    next_report = raw.tell() + (4 << 20)
+                    progress(raw.tell(), total)
     else:
         lines = source.splitlines() if isinstance(source, str) else source
         for line in lines:

@@ -1,140 +1,27 @@
-"""Metric series keyed by step: building them from records, spikes, the first non-finite and divergent step."""
+"""Judgements over metric series read by tools/logs/metrics.py: divergence of two runs, the lr's course.
+
+The spike rule lives with the extractor (tools.logs.metrics.SPIKE_RULE, one rule for every tool).
+"""
 
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
-from tools.numerics.log_parsers import IGNORED, RECOGNISED, Record, parse_line
+import numpy as np
 
-SPIKE_WINDOW = 20
-SPIKE_FACTOR = 3.0
-SPIKE_MIN_HISTORY = 5
-SPIKE_METRICS = ("loss", "grad_norm")
-SPIKE_RULE = (f"a finite value above {SPIKE_FACTOR:g}x the median of the previous {SPIKE_WINDOW} finite values "
-              f"of the same metric (loss and grad_norm only, never lr; at least {SPIKE_MIN_HISTORY} previous values "
-              "and a positive median needed)")
+from tools.logs.metrics import Points
+
 # bf16 keeps 8 significant bits: machine epsilon 2^-7 ~ 0.0078. Two runs that differ only in reduction
 # order (1 GPU vs 8) drift by a few roundings of the loss; 2.5 epsilons separates that noise from a real change.
 DEFAULT_RTOL = 0.02
 RTOL_RULE = ("relative difference |a-b| / max(|a|, |b|) above rtol at a step both logs report; a value that is "
              "finite in one log and not in the other also diverges. Default rtol 0.02: about 2.5x bf16 machine "
              "epsilon (2^-7), above the reduction-order noise of bf16 runs on different GPU counts")
-
-
-@dataclass
-class RankSeries:
-    steps: dict[int, dict[str, float]] = field(default_factory=dict)
-    explicit: int = 0
-    inferred: int = 0
-    _current: int = 0
-
-    def add(self, record: Record) -> None:
-        if record.step is not None:
-            step = record.step
-            self._current = step
-            self.explicit += 1
-        else:
-            # A record without a step continues the current step unless it repeats one of its training
-            # metrics (an eval dict between two training dicts belongs to the step before it).
-            here = self.steps.get(self._current)
-            if here is None or set(record.metrics) & set(here) & set(RECOGNISED):
-                self._current += 1
-            step = self._current
-            self.inferred += 1
-        bucket = self.steps.setdefault(step, {})
-        for key, value in record.metrics.items():
-            bucket.setdefault(key, value)
-
-    def records(self) -> int:
-        return self.explicit + self.inferred
-
-
-@dataclass
-class ParsedLog:
-    lines: int = 0
-    formats: Counter[str] = field(default_factory=Counter)
-    ranks: dict[str | None, RankSeries] = field(default_factory=dict)
-    sample: list[str] = field(default_factory=list)
-    ignored_keys: Counter[str] = field(default_factory=Counter)
-
-    def primary(self) -> tuple[str | None, RankSeries]:
-        """The rank with the most records (the lowest on a tie; unprefixed lines first)."""
-        def order(item: tuple[str | None, RankSeries]) -> tuple[int, int]:
-            rank, series = item
-            return -series.records(), -1 if rank is None else int(rank)
-
-        return min(self.ranks.items(), key=order)
-
-
-def parse_file(path: Path, progress: Callable[[int, int], None] | None = None) -> ParsedLog:
-    """Stream a log once; `progress(bytes_read, total)` is called every 4 MB."""
-    parsed = ParsedLog()
-    total = path.stat().st_size
-    next_report = 4 << 20
-    with open(path, "rb") as fh:
-        for raw in fh:
-            parsed.lines += 1
-            line = raw.decode("utf-8", "replace")
-            if len(parsed.sample) < 8 and line.strip():
-                parsed.sample.append(line.strip()[:160])
-            if len(line) > 100_000:
-                line = line[:100_000]
-            for record in parse_line(line):
-                if record.format == IGNORED:
-                    parsed.ignored_keys.update(list(record.metrics))
-                    continue
-                parsed.formats[record.format] += 1
-                parsed.ranks.setdefault(record.rank, RankSeries()).add(record)
-            if progress is not None and fh.tell() >= next_report:
-                next_report += 4 << 20
-                progress(fh.tell(), total)
-    return parsed
-
-
-def metric_series(series: RankSeries, metric: str) -> list[tuple[int, float]]:
-    return [(step, values[metric]) for step, values in sorted(series.steps.items()) if metric in values]
-
-
-@dataclass
-class SpikeFound:
-    step: int
-    metric: str
-    value: float
-    factor: float
-    median: float
-
-
-def _median(values: deque[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def find_spikes(points: list[tuple[int, float]], metric: str) -> list[SpikeFound]:
-    window: deque[float] = deque(maxlen=SPIKE_WINDOW)
-    found = []
-    for step, value in points:
-        if not math.isfinite(value):
-            continue
-        if len(window) >= SPIKE_MIN_HISTORY:
-            median = _median(window)
-            if median > 0 and value > SPIKE_FACTOR * median:
-                found.append(SpikeFound(step, metric, value, value / median, median))
-        window.append(value)
-    return found
-
-
-def first_nonfinite(series: RankSeries) -> tuple[int, str, float] | None:
-    for step, values in sorted(series.steps.items()):
-        bad = [(k, v) for k, v in values.items() if not math.isfinite(v)]
-        if bad:
-            preferred = sorted(bad, key=lambda kv: (kv[0] not in RECOGNISED, kv[0]))[0]
-            return step, preferred[0], preferred[1]
-    return None
+EARLY_FRACTION = 0.1
+LR_RULE = (f"the lr's early maximum is its largest value over the first {EARLY_FRACTION:.0%} of the logged steps "
+           "up to the first non-finite step (else the end); reported when the lr at that point is above it, and "
+           "said to be still rising when it is the largest so far and above its value 10% of the points earlier")
 
 
 @dataclass
@@ -148,29 +35,56 @@ class DivergenceFound:
     max_relative_difference: float | None
 
 
-def relative_difference(a: float, b: float) -> float:
-    if math.isfinite(a) and math.isfinite(b):
-        scale = max(abs(a), abs(b))
-        return 0.0 if scale == 0 else abs(a - b) / scale
-    if (math.isnan(a) and math.isnan(b)) or a == b:
-        return 0.0
-    return math.inf
+def relative_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise; 0 where both are the same non-finite value, inf where only one is finite."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.maximum(np.abs(a), np.abs(b))
+        diff = np.where(scale == 0, 0.0, np.abs(a - b) / scale)
+    finite_a, finite_b = np.isfinite(a), np.isfinite(b)
+    same_nonfinite = (~finite_a & ~finite_b) & ((np.isnan(a) & np.isnan(b)) | (a == b))
+    diff = np.where(finite_a & finite_b, diff, np.where(same_nonfinite, 0.0, np.inf))
+    return diff
 
 
-def divergence(a: RankSeries, b: RankSeries, metric: str, rtol: float) -> DivergenceFound:
-    left = dict(metric_series(a, metric))
-    right = dict(metric_series(b, metric))
-    common = sorted(set(left) & set(right))
-    first: tuple[int, float] | None = None
-    worst = 0.0
-    for step in common:
-        diff = relative_difference(left[step], right[step])
-        if diff > rtol and first is None:
-            first = (step, diff)
-        if math.isfinite(diff):
-            worst = max(worst, diff)
-    return DivergenceFound(
-        metric=metric, compared_steps=len(common), first_step=first[0] if first else None,
-        value=left[first[0]] if first else None, reference_value=right[first[0]] if first else None,
-        relative_difference=first[1] if first else None, max_relative_difference=worst if common else None,
-    )
+def divergence(a: Points, b: Points, metric: str, rtol: float) -> DivergenceFound:
+    common, ia, ib = np.intersect1d(a.steps, b.steps, assume_unique=True, return_indices=True)
+    if not len(common):
+        return DivergenceFound(metric, 0, None, None, None, None, None)
+    diff = relative_difference(a.values[ia], b.values[ib])
+    over = np.flatnonzero(diff > rtol)
+    finite = diff[np.isfinite(diff)]
+    worst = float(finite.max()) if len(finite) else 0.0
+    if not len(over):
+        return DivergenceFound(metric, len(common), None, None, None, None, worst)
+    i = int(over[0])
+    return DivergenceFound(metric, len(common), int(common[i]), float(a.values[ia[i]]), float(b.values[ib[i]]),
+                           float(diff[i]), worst)
+
+
+@dataclass
+class LrCourse:
+    early_max: float
+    early_until_step: int
+    at_step: int
+    value: float
+    ratio: float
+    rising: bool
+    at_nonfinite: bool
+
+
+def lr_course(lr: Points, end_step: int | None) -> LrCourse | None:
+    """The lr up to the first non-finite step (else the end) against its early maximum; None when unremarkable."""
+    keep = np.isfinite(lr.values) & ((lr.steps <= end_step) if end_step is not None else True)
+    steps, values = lr.steps[keep], lr.values[keep]
+    if len(values) < 5:
+        return None
+    early = max(1, math.ceil(EARLY_FRACTION * len(values)))
+    early_max = float(values[:early].max())
+    value = float(values[-1])
+    back = float(values[-1 - max(1, early)]) if len(values) > early else float(values[0])
+    rising = value >= float(values.max()) and value > back
+    if not (early_max > 0 and value > early_max * (1 + 1e-9)):
+        return None
+    return LrCourse(early_max=early_max, early_until_step=int(steps[early - 1]), at_step=int(steps[-1]), value=value,
+                    ratio=value / early_max if early_max > 0 else math.inf, rising=rising,
+                    at_nonfinite=end_step is not None)
