@@ -280,3 +280,151 @@ async def test_session_records_phase_2(click_repo: Path) -> None:
         assert data["verdict"] == "version_flips_outcome"
         report = (await client.read_resource(f"rootcause://sessions/{session['session_id']}")).contents[0].text
     assert "bisect_env" in report and "Phase 2: Pattern analysis — in_progress" in report
+
+
+def make_entrypoints_repo(root: Path) -> Path:
+    """A packaged uv project with a console script that reads entry_points()['console_scripts'] (fixture)."""
+    shutil.copytree(BISECT / "entrypoints", root)
+    uv_lock(root)
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitignore").write_text(".rootcause/\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "entry points project")
+    return root
+
+
+@pytest.fixture(scope="module")
+def ep_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_entrypoints_repo(tmp_path_factory.mktemp("ep") / "project")
+
+
+async def test_bisect_env_installs_the_project_so_its_console_script_exists(ep_repo: Path) -> None:
+    """importlib-metadata 5.0 removed entry_points()'s dict interface: B fails, A passes, both hold the project."""
+    before = snapshot(ep_repo)
+    result = await bisect_env(BisectEnvInput(package="importlib-metadata", version="5.0.0", command="epproj-scripts",
+                                             expect="KeyError: 'console_scripts'", timeout_s=120),
+                              ToolContext.for_root(ep_repo))
+    assert result.verdict == "version_flips_outcome", result.summary()
+    assert result.env_a.project == result.env_b.project == "epproj 0.1.0 (editable)"
+    assert (result.env_a.package_version, result.env_b.package_version) == ("4.13.0", "5.0.0")
+    assert result.env_a.outcome == "pass" and result.env_b.outcome == "fail" and result.env_b.matches_expected
+    assert "KeyError" in result.env_b.error and "console_scripts" in result.env_b.error
+    log_a = (ep_repo / result.env_a.log_path).read_text()
+    assert "console scripts: epproj-scripts" in log_a  # the project's own entry point, read from its metadata
+    assert (ep_repo / result.env_a.path / "bin" / "epproj-scripts").is_file()
+    assert result.reason is None and "project epproj 0.1.0 (editable)" in result.summary()
+    assert snapshot(ep_repo) == before
+
+
+async def test_bisect_env_expect_turns_another_failure_into_inconclusive(ep_repo: Path) -> None:
+    result = await bisect_env(BisectEnvInput(package="importlib-metadata", version="5.0.0", command="epproj-scripts",
+                                             expect="AttributeError"), ToolContext.for_root(ep_repo))
+    assert result.verdict == "inconclusive", result.summary()
+    assert result.env_b.matches_expected is False and result.env_b.outcome == "fail"
+    assert result.reason.startswith("B: fails, but not with the expected failure (expect /AttributeError/)")
+    assert "not the cause" not in result.detail
+
+
+async def test_bisect_env_project_that_cannot_import_is_inconclusive(tmp_path: Path) -> None:
+    """The project's code imports a module no environment has: both sides fail alike, and that is not the package."""
+    root = make_entrypoints_repo(tmp_path / "broken")
+    cli = root / "src" / "epproj" / "cli.py"
+    cli.write_text("import epproj_helpers_not_installed  # noqa\n" + cli.read_text())
+    result = await bisect_env(BisectEnvInput(package="importlib-metadata", version="5.0.0", command="epproj-scripts",
+                                             keep=False), ToolContext.for_root(root))
+    assert result.verdict == "inconclusive", result.summary()
+    assert "a module is missing" in result.reason and "epproj_helpers_not_installed" in result.reason
+    assert result.env_a.signature == result.env_b.signature and "not the cause" not in result.detail
+    # The same run through bisect_versions: the good endpoint fails before the package matters.
+    versions = await bisect_versions(BisectVersionsInput(package="importlib-metadata", good="4.13.0", bad="5.0.0",
+                                                         command="epproj-scripts", keep=False),
+                                     ToolContext.for_root(root))
+    assert versions.status == "inconclusive" and "a module is missing" in versions.reason, versions.summary()
+
+
+async def test_bisect_env_command_missing_on_both_sides_is_inconclusive(ep_repo: Path) -> None:
+    result = await bisect_env(BisectEnvInput(package="importlib-metadata", version="5.0.0",
+                                             command="epproj-no-such-script"), ToolContext.for_root(ep_repo))
+    assert result.verdict == "inconclusive", result.summary()
+    assert result.reason.startswith("both sides: the command was not found in the environment")
+    assert result.env_a.outcome == result.env_b.outcome == "not_run"
+
+
+async def test_bisect_versions_finds_importlib_metadata_5_with_the_project_installed(ep_repo: Path) -> None:
+    result = await bisect_versions(BisectVersionsInput(package="importlib-metadata", good="4.12.0", bad="5.0.0",
+                                                       command="epproj-scripts", expect="console_scripts"),
+                                   ToolContext.for_root(ep_repo))
+    assert result.status == "found", result.summary()
+    assert (result.last_good, result.first_bad) == ("4.13.0", "5.0.0")
+    assert result.project == "epproj 0.1.0 (editable)"
+
+
+def commit_series(root: Path, bodies: list[str]) -> list[str]:
+    """One commit per calc.py body, with the history fixture's check.py as the reproducer."""
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    shutil.copy(BISECT / "history" / "check.py", root / "check.py")
+    shas = []
+    for i, body in enumerate(bodies, 1):
+        (root / "calc.py").write_text(f"# revision {i}\n{body}")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"change {i}")
+        shas.append(git(root, "rev-parse", "HEAD"))
+    return shas
+
+
+GOOD = "def add(a, b):\n    return a + b\n"
+WRONG = "def add(a, b):\n    return a + b + 1\n"
+HANGS = "import time\nprint('warming the cache', flush=True)\ntime.sleep(600)\n" + GOOD
+OTHER = "raise RuntimeError('config file missing')\n"
+
+
+async def test_bisect_commits_counts_a_hang_as_bad_with_idle_timeout(tmp_path: Path,
+                                                                     no_leftover_processes: None) -> None:
+    shas = commit_series(tmp_path / "hang", [GOOD] * 5 + [HANGS] * 3)
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py",
+                                                     idle_timeout_s=3, timeout_s=60, keep=False),
+                                  ToolContext.for_root(tmp_path / "hang"))
+    assert result.status == "found", result.summary()
+    assert result.first_bad_commit.sha == shas[5] and result.last_good == shas[4]
+    hung = [t for t in result.tested if t.outcome == "hang"]
+    assert hung and all(t.outcome_reason.startswith("idle timeout after") for t in hung)
+
+
+async def test_bisect_commits_expect_skips_another_failure(tmp_path: Path) -> None:
+    shas = commit_series(tmp_path / "other", [GOOD] * 2 + [OTHER] * 3 + [GOOD] + [WRONG] * 3)
+    ctx = ToolContext.for_root(tmp_path / "other")
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py",
+                                                     expect=r"add\(2, 2\) returned 5"), ctx)
+    assert result.status == "found", result.summary()
+    assert result.first_bad_commit.sha == shas[6]
+    skipped = [t for t in result.tested if t.outcome == "skip"]
+    assert skipped and all("not with the expected failure" in t.outcome_reason for t in skipped)
+    assert {t.sha for t in skipped} <= set(shas[2:5])
+    plain = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py"), ctx)
+    assert plain.first_bad_commit.sha == shas[2]  # without expect, any failure is bad
+
+
+async def test_bisect_commits_follows_the_first_parent_line_of_a_merge(tmp_path: Path) -> None:
+    """A bug on a side branch: the first bad commit on the main line is the merge that brought it in."""
+    root = tmp_path / "merge"
+    shas = commit_series(root, [GOOD, GOOD])
+    git(root, "checkout", "-q", "-b", "feature")
+    (root / "calc.py").write_text("# feature\n" + WRONG)
+    git(root, "commit", "-q", "-am", "feature: faster add")
+    (root / "feature.txt").write_text("more\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "feature: docs")
+    git(root, "checkout", "-q", "main")
+    (root / "main.txt").write_text("main work\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "main: unrelated")
+    git(root, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    (root / "later.txt").write_text("later\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "main: later")
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py",
+                                                     keep=False), ToolContext.for_root(root))
+    assert result.status == "found", result.summary()
+    assert result.first_bad_commit.subject == "merge feature" and "it is a merge" in result.detail
+    assert result.candidates == 5  # good, change 2, main: unrelated, the merge, main: later

@@ -247,7 +247,10 @@ def installed_project(venv: Path, source: Path) -> str | None:
             if canonicalize_name(dist_name) != name:
                 continue
             direct = dist / "direct_url.json"
-            editable = direct.is_file() and '"editable": true' in direct.read_text(errors="replace")
+            try:
+                editable = json.loads(direct.read_text(encoding="utf-8")).get("dir_info", {}).get("editable") is True
+            except (OSError, ValueError, AttributeError):
+                editable = False
             return f"{name} {dist_version}" + (" (editable)" if editable else "")
     return None
 
