@@ -29,7 +29,7 @@ _SUSPECT = re.compile(r"nan|inf|Traceback|Error|Killed|SIG[A-Z]{2,}|exitcode|Fat
 _TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_TAIL_LINES = 40
 _NONFINITE_METRICS = re.compile(r"loss|norm", re.IGNORECASE)
-_ABS_PY = re.compile(r"(?<![\w.])(/[^\s\"'():,<>]+\.py)\b")
+_PY_PATH = re.compile(r"(?<![\w./])((?:/|(?:\.\./)+)[^\s\"'():,<>]+\.py)\b")  # absolute, or ../ (pytest's)
 
 
 class Observation(BaseModel):
@@ -196,26 +196,26 @@ def outside_root_files(text: str, diagnosis: Diagnosis | None, root: Path, cwd: 
     modules = project_modules(root)
     if not modules:
         return []
-    frames = [f.file for f in diagnosis.frames if f.file.startswith("/")] if diagnosis else []
-    candidates = list(dict.fromkeys([*frames, *_ABS_PY.findall(text)]))
+    frames = [f.file for f in diagnosis.frames if f.file.startswith(("/", "../"))] if diagnosis else []
+    candidates = list(dict.fromkeys([*frames, *_PY_PATH.findall(text)]))
     trees = [root, root / "src"] + ([cwd.resolve()] if cwd is not None and not cwd.resolve().is_relative_to(root)
                                     else [])
     found: list[str] = []
     for raw in candidates:
-        path = Path(raw)
+        path = Path(raw) if raw.startswith("/") else (cwd or root) / raw
         try:
             resolved = path.resolve()
         except (OSError, RuntimeError):
             continue
         if any(resolved.is_relative_to(t) and not _in_env(resolved, t) for t in trees):
             continue
-        parts = path.parts
+        parts = resolved.parts
         for i, part in enumerate(parts):
             if part not in modules:
                 continue
             rel = Path(*parts[i:])
             if any((base / rel).is_file() for base in (root, root / "src")):
-                found.append(raw)
+                found.append(str(resolved))
                 break
         if len(found) >= 10:
             break
