@@ -53,43 +53,48 @@ def _start_run(run_id: str) -> subprocess.Popen[str]:
     return run
 
 
-def _guardian() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-I", str(GUARDIAN), RUN_MARKER], stdin=subprocess.PIPE,
-                            start_new_session=True)
+def _guardian_of(run_id: str, run: subprocess.Popen[str], lines: str) -> subprocess.Popen[bytes]:
+    """A guardian told `lines` about the run; its pipe stays open until the test closes it."""
+    guardian = subprocess.Popen([sys.executable, "-I", str(GUARDIAN), RUN_MARKER], stdin=subprocess.PIPE,
+                                start_new_session=True)
+    assert guardian.stdin is not None
+    guardian.stdin.write(lines.format(run_id=run_id, pgid=run.pid).encode())
+    guardian.stdin.flush()
+    return guardian
+
+
+def _cleanup(run_id: str, run: subprocess.Popen[str], guardian: subprocess.Popen[bytes]) -> None:
+    for pid in _marked(run_id):
+        psutil.Process(pid).kill()
+    run.wait(5)
+    if guardian.poll() is None:
+        guardian.kill()
 
 
 def test_closing_the_pipe_kills_every_registered_run_and_its_strays() -> None:
     run_id = f"guardian-test-{os.getpid()}-{time.time_ns()}"
     run = _start_run(run_id)
-    guardian = _guardian()
+    guardian = _guardian_of(run_id, run, "+ {run_id} {pgid}\n")
     try:
-        assert guardian.stdin is not None
-        guardian.stdin.write(f"+ {run_id} {run.pid}\n".encode())
-        guardian.stdin.flush()
         time.sleep(0.3)
         assert len(_marked(run_id)) == 2, "the guardian must not act while its server lives"
+        assert guardian.stdin is not None
         guardian.stdin.close()  # what the server's death does to the pipe
         assert guardian.wait(15) == 0
         run.wait(5)
         assert _wait(lambda: not _marked(run_id), 5), _marked(run_id)
     finally:
-        for pid in _marked(run_id):
-            psutil.Process(pid).kill()
-        if guardian.poll() is None:
-            guardian.kill()
+        _cleanup(run_id, run, guardian)
 
 
 def test_a_released_run_is_left_alone() -> None:
     run_id = f"guardian-release-{os.getpid()}-{time.time_ns()}"
     run = _start_run(run_id)
-    guardian = _guardian()
+    guardian = _guardian_of(run_id, run, "+ {run_id} {pgid}\n- {run_id}\n")
     try:
         assert guardian.stdin is not None
-        guardian.stdin.write(f"+ {run_id} {run.pid}\n- {run_id}\n".encode())
         guardian.stdin.close()
         assert guardian.wait(15) == 0
         assert len(_marked(run_id)) == 2, "a run the server tore down itself is not the guardian's to kill"
     finally:
-        for pid in _marked(run_id):
-            psutil.Process(pid).kill()
-        run.wait(5)
+        _cleanup(run_id, run, guardian)
