@@ -65,7 +65,7 @@ def test_a_steady_grad_norm_rise_is_an_explosion(tmp_path: Path) -> None:
     log = "".join(f"{{'loss': {loss}, 'grad_norm': {norm}, 'learning_rate': 0.0003, 'epoch': 0.{i}}}\n"
                   for i, (loss, norm) in enumerate(values))
     d = diagnose_text(log, tmp_path)
-    assert d.category == "gradient_explosion" and "grad-norm-rise" in d.signature
+    assert d.category == "gradient_explosion" and "grad-norm-explosion" in d.signature
     assert "rose 14.0x over 4 logged steps" in d.message
 
 

@@ -1,66 +1,87 @@
 """Training-log numbers: a finite grad-norm blow-up or loss spike in a log that raised nothing.
 
-Reads `loss` and `grad_norm` values from the common line formats (HF Trainer dicts,
-`key=value`, `key: value`, `| key value |`). A value counts as a spike when it exceeds
-SPIKE_FACTOR times the median of the finite values before it (at least MIN_HISTORY of them)
-and, for grad norms, is also above an absolute floor (tiny norms jumping are noise).
+The numbers come from the one metric extractor (tools/logs/metrics.py: its formats, its one
+vocabulary of metric names) and spikes from its one rule (SPIKE_RULE: above 3x the rolling
+median of the previous 20 finite values), read from the MIN_HISTORY-th value on since a pasted
+excerpt often shows only a few steps before the jump. For a diagnosis of a log without an error
+the spike must also be strong: at least MIN_FACTOR times the median and, for grad norms, above
+an absolute floor (tiny norms jumping are noise). A steady rise counts too: every logged value
+above the one before for RISE_STEPS steps, ending RISE_FACTOR times where it started (a run
+that diverges smoothly never jumps at once). Only values before the metric's first non-finite
+one count (those are the nonfinite templates' business).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from statistics import median
+from collections.abc import Iterator
+
+import numpy as np
 
 from tools.diagnosis.errors import FoundError
 from tools.diagnosis.text import Line
+from tools.logs.metrics import SPIKE_FACTOR, SPIKE_WINDOW, MetricExtractor
 
-_VALUE = r"['\"]?\s*[:=]?\s*(?:tensor\()?\s*([-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|nan|inf))"
-_SERIES = {
-    "grad_norm": re.compile(r"\b(?:grad[_ ]?norm|gradnorm|grad-norm|total[_ ]norm)\b" + _VALUE, re.IGNORECASE),
-    "loss": re.compile(r"(?<![\w.])(?:train[_/ ])?loss\b" + _VALUE, re.IGNORECASE),
-}
-SPIKE_FACTOR = {"grad_norm": 20.0, "loss": 3.0}
-FLOOR = {"grad_norm": 100.0, "loss": 0.0}
 MIN_HISTORY = 3
-# A steady rise is an explosion too: every logged value above the last for RISE_STEPS values,
-# ending RISE_FACTOR times higher than it started.
+MIN_FACTOR = {"grad_norm": 20.0, "loss": 3.0}
+FLOOR = {"grad_norm": 100.0, "loss": 0.0}
 RISE_STEPS = 4
 RISE_FACTOR = {"grad_norm": 10.0, "loss": 2.5}
 
 
-def _explosion(name: str, kind: str, message: str, line: Line) -> FoundError:
+def _explosion(name: str, message: str, at: Line | None) -> FoundError:
+    """One identity per metric (`grad-norm-explosion`): a jump and a steady rise are one failure seen two ways."""
+    index = at.index if at else 0
     return FoundError(type="GradientExplosion" if name == "grad_norm" else "LossSpike", message=message,
-                      line=line.index, rank=line.rank, source="template", category="gradient_explosion",
-                      template=f"{name.replace('_', '-')}-{kind}", start=max(0, line.index - 3), end=line.index + 1)
+                      line=index, rank=at.rank if at else None, source="template", category="gradient_explosion",
+                      template=f"{name.replace('_', '-')}-explosion", start=max(0, index - 3), end=index + 1)
+
+
+def _spikes(values: np.ndarray) -> Iterator[tuple[int, float, float]]:
+    """(position, factor, median) of each value above SPIKE_FACTOR x the median of the previous
+    SPIKE_WINDOW values (at least MIN_HISTORY of them)."""
+    for i in range(MIN_HISTORY, len(values)):
+        base = float(np.median(values[max(0, i - SPIKE_WINDOW):i]))
+        if base > 0 and values[i] > SPIKE_FACTOR * base:
+            yield i, float(values[i]) / base, base
+
+
+def _rises(values: np.ndarray) -> Iterator[tuple[int, float, int]]:
+    """(position, start value, steps risen) while a steady rise lasts RISE_STEPS or more steps."""
+    rising = 0
+    for i in range(1, len(values)):
+        rising = rising + 1 if values[i] > values[i - 1] else 0
+        if rising >= RISE_STEPS:
+            yield i, float(values[i - rising]), rising
 
 
 def find_spike(lines: list[Line]) -> FoundError | None:
-    """The first spike (or steady rise) of grad_norm, else loss, as a template error of category
+    """The first strong spike (or steady rise) of grad_norm, else loss, as a template error of category
     gradient_explosion."""
+    extractor = MetricExtractor()
+    for line in lines:
+        if line.text.strip():
+            extractor.feed(line.text, index=line.index, rank=line.rank)
+    series = extractor.result()
+    by_index = {line.index: line for line in lines}
     for name in ("grad_norm", "loss"):
-        history: list[float] = []
-        rising = 0
-        for line in lines:
-            m = _SERIES[name].search(line.text)
-            if not m:
-                continue
-            try:
-                value = float(m.group(1))
-            except ValueError:
-                continue
-            if not math.isfinite(value):
-                break  # non-finite values are the nonfinite templates' business
-            if len(history) >= MIN_HISTORY:
-                base = median(history[-20:])
-                if base > 0 and value > SPIKE_FACTOR[name] * base and value > FLOOR[name]:
-                    return _explosion(name, "spike", f"{name} {value:g} is {value / base:.0f}x the median {base:g} "
-                                      "of the previous values", line)
-            rising = rising + 1 if history and value > history[-1] else 0
-            if rising >= RISE_STEPS - 1:
-                start = history[-rising]
-                if start > 0 and value >= RISE_FACTOR[name] * start:
-                    return _explosion(name, "rise", f"{name} rose {value / start:.1f}x over {rising} logged steps "
-                                      f"({start:g} to {value:g})", line)
-            history.append(value)
+        pts = series.points.get(name)
+        if pts is None:
+            continue
+        bad = np.flatnonzero(~np.isfinite(pts.values))
+        end = int(bad[0]) if len(bad) else len(pts)
+        steps, values, where = pts.steps[:end], pts.values[:end], pts.lines[:end]
+        found: list[tuple[int, str]] = []
+        for i, factor, base in _spikes(values):
+            if factor >= MIN_FACTOR[name] and values[i] > FLOOR[name]:
+                found.append((int(where[i]), f"{name} {values[i]:g} at step {steps[i]} is {factor:.0f}x "
+                              f"the median {base:g} of the previous values"))
+                break
+        for i, start, risen in _rises(values):
+            if start > 0 and values[i] >= RISE_FACTOR[name] * start:
+                found.append((int(where[i]), f"{name} rose {values[i] / start:.1f}x over {risen} logged "
+                              f"steps ({start:g} to {values[i]:g})"))
+                break
+        if found:
+            index, message = min(found)
+            return _explosion(name, message, by_index.get(index))
     return None
