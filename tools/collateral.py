@@ -149,8 +149,7 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
         elif pytest:
             run_env["PYTEST_ADDOPTS"] = " ".join([*map(shlex.quote, extra), decl.env.get("PYTEST_ADDOPTS", "")]).strip()
         await ctx.progress(step, 2, f"running the command on the {label} tree")
-        side = decl.model_copy(update={"argv": run_argv, "cwd": run_cwd, "env": run_env,
-                                       "label": f"collateral {label}"})
+        side = decl.with_spec(argv=run_argv, cwd=run_cwd, env=run_env, label=f"collateral {label}")
         record = await execute(side, ctx)
         return await observe_record(side, record, ctx.root, stick), junit
 

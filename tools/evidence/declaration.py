@@ -18,21 +18,10 @@ from pydantic import BaseModel, Field
 from tools.errors import UsageError
 from tools.interpreters import Interpreter, activation_env, choose_interpreter
 from tools.runner import RunSpec, prepare_command
+from tools.runner.slurm import SlurmOptions
 
 if TYPE_CHECKING:
     from tools.workspace import Workspace
-
-try:  # helper D's Slurm launcher; the fields exist (and the server starts) before it lands
-    from tools.runner.slurm import SlurmOptions
-except ImportError:  # pragma: no cover - only until tools/runner/slurm.py exists
-    class SlurmOptions(BaseModel):  # type: ignore[no-redef]
-        """Slurm job options (nodes, tasks per node, partition, time limit, extra sbatch/srun args)."""
-
-        nodes: int = 1
-        ntasks_per_node: int = 1
-        partition: str | None = None
-        time_limit: str | None = None
-        extra_args: list[str] = Field(default_factory=list)
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
 Launcher = Literal["local", "slurm"]
@@ -79,23 +68,37 @@ class RunFields(BaseModel):
 
 
 class RunDeclaration(BaseModel):
-    """One run, validated and resolved: what the runner runs and how the observation reads it."""
+    """One run, validated and resolved: the runner's spec plus what the observation needs to read it."""
 
-    argv: list[str]
-    cwd: Path
-    env: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = 900.0
-    idle_timeout_s: float | None = None
-    label: str = "run"
+    spec: RunSpec
     shell: bool = False
     interpreter: Interpreter | None = None
     launcher: Launcher = "local"
-    slurm: Any = None
-    """SlurmOptions when launcher == 'slurm'."""
+    slurm: SlurmOptions | None = None
 
-    def spec(self, label: str | None = None) -> RunSpec:
-        return RunSpec(argv=self.argv, cwd=self.cwd, env=self.env, timeout_s=self.timeout_s,
-                       idle_timeout_s=self.idle_timeout_s, label=label or self.label)
+    @property
+    def argv(self) -> list[str]:
+        return self.spec.argv
+
+    @property
+    def cwd(self) -> Path:
+        return self.spec.cwd
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.spec.env
+
+    @property
+    def timeout_s(self) -> float:
+        return self.spec.timeout_s
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    def with_spec(self, **changes: Any) -> RunDeclaration:
+        """The same run with spec fields changed (argv, cwd, env, label): another tree, extra arguments."""
+        return self.model_copy(update={"spec": self.spec.model_copy(update=changes)})
 
 
 def check_timeouts(timeout_s: float, idle_timeout_s: float | None) -> None:
@@ -133,6 +136,7 @@ def declare(fields: RunFields, workspace: Workspace, *, label: str, tree: Path |
         mapped = (tree / cmd.cwd_rel).resolve()
         cwd = mapped if mapped.is_dir() else tree
     env = {**activation_env(interpreter.path), **(extra_env or {}), **cmd.env}
-    return RunDeclaration(argv=cmd.argv, cwd=cwd, env=env, timeout_s=fields.timeout_s,
-                          idle_timeout_s=fields.idle_timeout_s, label=label, shell=fields.shell,
-                          interpreter=interpreter, launcher=fields.launcher, slurm=fields.slurm)
+    spec = RunSpec(argv=cmd.argv, cwd=cwd, env=env, timeout_s=fields.timeout_s,
+                   idle_timeout_s=fields.idle_timeout_s, label=label)
+    return RunDeclaration(spec=spec, shell=fields.shell, interpreter=interpreter, launcher=fields.launcher,
+                          slurm=fields.slurm)

@@ -35,7 +35,7 @@ def uses_pytest(decl: RunDeclaration) -> bool:
 
 async def execute(decl: RunDeclaration, ctx: ToolContext, label: str | None = None, progress=None) -> RunRecord:
     """One run of the declaration: the local runner, or Slurm (tools.runner.slurm) for launcher='slurm'."""
-    spec = decl.spec(label)
+    spec = decl.spec.model_copy(update={"label": label}) if label else decl.spec
     if decl.launcher == "slurm":
         from tools.runner import slurm  # lazily: only Slurm users need it
 

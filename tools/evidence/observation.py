@@ -58,6 +58,7 @@ class Observation(BaseModel):
     interpreter_note: str | None = Field(None, description="Said when it is not the project's own interpreter.")
     launcher: Literal["local", "slurm"] = "local"
     job_id: str | None = Field(None, description="The Slurm job id (launcher slurm).")
+    rank_nodes: dict[str, str] = Field(default_factory=dict, description="Rank -> the node it ran on (slurm).")
     log_path: str = Field(description="The full log, relative to the root.")
     log_uri: str = Field(description="The full log as an MCP resource.")
 
@@ -256,6 +257,7 @@ def observe(record: RunRecord, root: Path, *, yardstick: Yardstick | None = None
         signal=record.signal, duration_s=record.duration_s, timed_out=record.timed_out, problem=problem,
         log_path=record.log_path, log_uri=f"rootcause://runs/{record.run_id}/log", interpreter=interpreter,
         interpreter_note=interpreter_note, launcher=launcher, job_id=getattr(record, "job_id", None),
+        rank_nodes=getattr(record, "rank_nodes", None) or {},
     )
     observation._record = record
     if diagnosis is not None:
