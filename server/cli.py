@@ -355,6 +355,10 @@ def _add_setup_commands(sub: Any) -> None:
     install.add_argument("--client", required=True, choices=["claude", "cursor", "vscode", "all"])
     install.add_argument("--repo", default=None, help="the repository to configure (default: the current directory)")
     install.add_argument("--dry-run", action="store_true", help="print what would be written and write nothing")
+    install.add_argument("--scope", choices=["project", "user"], default="project",
+                         help="project: the repository's config files, holding this machine's absolute paths "
+                              "(default); user: the client's user-level config and skill folder, nothing in the "
+                              "repository, the server working in the folder the client opens")
     init = sub.add_parser("init", help="create starter .agents/knowledge files (never overwrites)")
     init.add_argument("--repo", default=None, help="the repository (default: the current directory)")
     demo = sub.add_parser("demo", help="debug a bundled example project end to end through the MCP server")
@@ -368,7 +372,7 @@ def _setup_command(args: argparse.Namespace) -> int:
         if args.command == "install":
             from tools.install import install
 
-            plan = install(args.repo, args.client, dry_run=args.dry_run)
+            plan = install(args.repo, args.client, dry_run=args.dry_run, scope=args.scope)
             print(plan.summary(dry_run=args.dry_run))
             return EXIT_OK
         if args.command == "init":

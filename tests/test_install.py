@@ -84,7 +84,8 @@ def test_install_writes_valid_config_and_skill(repo: Path, client: str) -> None:
         assert "`start_session`" in body and not body.lstrip().startswith("---")
         assert written == [".cursor/mcp.json", ".cursor/rules/rootcause-debug.mdc", "README.md"]
     else:
-        assert written == [".vscode/mcp.json", "README.md"]
+        assert (repo / ".github/skills/rootcause-debug/SKILL.md").read_text() == inst.skill_text()
+        assert written == [".github/skills/rootcause-debug/SKILL.md", ".vscode/mcp.json", "README.md"]
 
 
 
@@ -161,10 +162,95 @@ def test_malformed_config_refused_and_untouched(repo: Path, text: str, error: st
 
 def test_json_error_position_is_reported(repo: Path) -> None:
     (repo / ".vscode").mkdir()
-    (repo / ".vscode/mcp.json").write_text('{\n  "servers": {\n    // a comment\n  }\n}\n')
+    (repo / ".vscode/mcp.json").write_text('{\n  "servers": {\n    "a": [1 2]\n  }\n}\n')
     proc = cli("install", "--client", "vscode", "--repo", str(repo))
     assert proc.returncode == 2
-    assert ".vscode/mcp.json is not valid JSON" in proc.stderr and "line 3" in proc.stderr
+    assert ".vscode/mcp.json is not valid JSON with comments (line 3" in proc.stderr, proc.stderr
+    assert "left untouched" in proc.stderr
+
+
+VSCODE_JSONC = """{
+  // Servers for this workspace (kept by rootcause install)
+  "servers": {
+    "git": {
+      "type": "stdio",
+      "command": "uvx",
+      "args": ["mcp-server-git"], // trailing comma next line
+    },
+    /* the filesystem server, off for now */
+  },
+  "inputs": [],
+}
+"""
+
+
+def test_vscode_jsonc_keeps_comments_and_other_servers(repo: Path) -> None:
+    """VS Code reads mcp.json as JSON with comments and trailing commas: so do we, and we edit in place."""
+    import json5
+
+    (repo / ".vscode").mkdir()
+    config = repo / ".vscode/mcp.json"
+    config.write_text(VSCODE_JSONC)
+    proc = cli("install", "--client", "vscode", "--repo", str(repo))
+    assert proc.returncode == 0, proc.stderr
+    text = config.read_text()
+    for line in VSCODE_JSONC.splitlines():
+        assert line in text, line  # every comment, trailing comma and server line is still there
+    data = json5.loads(text)
+    assert data["servers"]["git"]["args"] == ["mcp-server-git"] and data["inputs"] == []
+    assert data["servers"]["rootcause"] == {"type": "stdio", "command": rootcause_executable(),
+                                            "args": ["serve", "--root", str(repo.resolve())]}
+    before = config.read_bytes()
+    assert "nothing to do" in cli("install", "--client", "vscode", "--repo", str(repo)).stdout
+    assert config.read_bytes() == before
+    # an outdated entry of ours is replaced where it stands; the comment after it stays
+    config.write_text(text.replace(rootcause_executable(), "/old/bin/rootcause").replace(
+        '"type": "stdio",\n      "command": "/old', '"type": "stdio", // ours\n      "command": "/old', 1))
+    assert cli("install", "--client", "vscode", "--repo", str(repo)).returncode == 0
+    updated = config.read_text()
+    assert "/old/bin/rootcause" not in updated and "// trailing comma next line" in updated
+    assert json5.loads(updated)["servers"]["rootcause"]["command"] == rootcause_executable()
+
+
+def test_user_scope_writes_nothing_into_the_repository(repo: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".claude.json").write_text(json.dumps({"numStartups": 3, "mcpServers": {"fs": {"command": "x"}}}))
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    before = snapshot(repo)
+    proc = subprocess.run([rootcause_executable(), "install", "--client", "all", "--scope", "user", "--repo",
+                           str(repo)], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(repo) == before
+    claude = json.loads((home / ".claude.json").read_text())
+    assert claude["numStartups"] == 3 and claude["mcpServers"]["fs"] == {"command": "x"}
+    assert claude["mcpServers"]["rootcause"]["args"] == ["serve"]  # Claude Code starts it in the project
+    cursor = json.loads((home / ".cursor/mcp.json").read_text())["mcpServers"]["rootcause"]
+    assert cursor["args"] == ["serve", "--root", "${workspaceFolder}"]
+    vscode = json.loads((home / ".config/Code/User/mcp.json").read_text())["servers"]["rootcause"]
+    assert vscode["args"] == ["serve", "--root", "${workspaceFolder}"] and vscode["type"] == "stdio"
+    assert (home / ".claude/skills/rootcause-debug/SKILL.md").read_text() == inst.skill_text()
+    assert (home / ".copilot/skills/rootcause-debug/SKILL.md").read_text() == inst.skill_text()
+    assert str(repo) not in json.dumps([claude, cursor, vscode])
+
+
+@pytest.mark.anyio
+async def test_user_scope_entry_serves_the_folder_it_starts_in(repo: Path, tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}
+    proc = subprocess.run([rootcause_executable(), "install", "--client", "claude", "--scope", "user"],
+                          capture_output=True, text=True, env=env, timeout=60, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    entry = json.loads((home / ".claude.json").read_text())["mcpServers"]["rootcause"]
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=str(repo),
+                                   env={"PATH": os.environ["PATH"], "HOME": str(home)})
+    async with Client(params) as client:
+        started = await client.call_tool("start_session", {"symptom": "ValueError: bad shape"})
+        assert not started.is_error
+    assert len(list((repo / ".rootcause" / "sessions").iterdir())) == 1
 
 
 def test_dry_run_writes_nothing(repo: Path) -> None:

@@ -2,10 +2,13 @@
 
 Every client keeps a project-level JSON file naming its MCP servers: Claude Code `.mcp.json`
 (`mcpServers`), Cursor `.cursor/mcp.json` (`mcpServers`), VS Code `.vscode/mcp.json`
-(`servers`, each entry with `"type": "stdio"`). The install is planned first (every file
-parsed, every new content computed) and written only when the whole plan is valid, so a
-malformed file for one client leaves every file untouched. A file whose content would not
-change is not rewritten at all, which makes a second run byte-identical.
+(`servers`, each entry with `"type": "stdio"`; JSON with comments and trailing commas, edited
+in place by tools/jsonc.py so the user's comments stay). With scope "user" the entry goes to
+the client's user-level file instead (no machine path in a shared repository; the server's
+root is the folder the client opens). The install is planned first (every file parsed, every
+new content computed) and written only when the whole plan is valid, so a malformed file for
+one client leaves every file untouched. A file whose content would not change is not
+rewritten at all, which makes a second run byte-identical.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pydantic import BaseModel
 from tools.errors import UsageError
 
 Client = Literal["claude", "cursor", "vscode"]
+Scope = Literal["project", "user"]
 CLIENTS: tuple[Client, ...] = ("claude", "cursor", "vscode")
 CLIENT_NAMES: dict[str, str] = {"claude": "Claude Code", "cursor": "Cursor", "vscode": "VS Code"}
 SERVER_NAME = "rootcause"
@@ -35,13 +39,34 @@ class ClientLayout(BaseModel):
     servers_key: str
     entry_type: str | None
     """The `type` field the client expects in a stdio entry (None: leave it out)."""
+    jsonc: bool = False
+    """The client reads its config as JSON with comments and trailing commas."""
+    workspace_variable: str | None = None
+    """How a user-level entry names the opened folder (None: the client starts the server in it)."""
 
 
 LAYOUTS: dict[str, ClientLayout] = {
     "claude": ClientLayout(config=".mcp.json", servers_key="mcpServers", entry_type="stdio"),
-    "cursor": ClientLayout(config=".cursor/mcp.json", servers_key="mcpServers", entry_type=None),
-    "vscode": ClientLayout(config=".vscode/mcp.json", servers_key="servers", entry_type="stdio"),
+    "cursor": ClientLayout(config=".cursor/mcp.json", servers_key="mcpServers", entry_type=None,
+                           workspace_variable="${workspaceFolder}"),
+    "vscode": ClientLayout(config=".vscode/mcp.json", servers_key="servers", entry_type="stdio", jsonc=True,
+                           workspace_variable="${workspaceFolder}"),
 }
+
+
+def user_config(client: Client, environ: dict[str, str] | None = None) -> Path:
+    """The client's user-level MCP config (Claude Code's user scope, Cursor's global file, VS Code's profile)."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or Path.home())
+    if client == "claude":
+        return home / ".claude.json"
+    if client == "cursor":
+        return home / ".cursor" / "mcp.json"
+    if sys.platform == "darwin":
+        return home / "Library" / "Application Support" / "Code" / "User" / "mcp.json"
+    if sys.platform == "win32":
+        return Path(env.get("APPDATA", home / "AppData" / "Roaming")) / "Code" / "User" / "mcp.json"
+    return Path(env.get("XDG_CONFIG_HOME") or home / ".config") / "Code" / "User" / "mcp.json"
 
 
 class ServerCommand(BaseModel):
@@ -131,9 +156,13 @@ def own_executable() -> Path:
     )
 
 
-def server_command(repo: Path, prefix: Path | None = None, environ: dict[str, str] | None = None) -> ServerCommand:
-    """`rootcause serve --root <repo>`: through uvx for a uv-managed install, else the absolute executable."""
-    serve = ["serve", "--root", str(repo)]
+def server_command(repo: Path | str | None, prefix: Path | None = None,
+                   environ: dict[str, str] | None = None) -> ServerCommand:
+    """`rootcause serve --root <repo>`: through uvx for a uv-managed install, else the absolute executable.
+
+    repo None: no --root, the server works in the folder the client starts it in.
+    """
+    serve = ["serve", "--root", str(repo)] if repo is not None else ["serve"]
     env = os.environ if environ is None else environ
     if is_uv_tool(Path(sys.prefix) if prefix is None else prefix, env):
         # Clients start servers with their own environment: a custom tool dir must travel with the entry,
@@ -178,13 +207,19 @@ def cursor_rule(skill: str) -> str:
     return f"---\ndescription: {json.dumps(description, ensure_ascii=False)}\nglobs:\nalwaysApply: false\n---\n\n{body}"
 
 
-def skill_files(client: Client) -> list[tuple[str, str, str]]:
-    """(relative path, content, what) of the skill files a client reads."""
+def skill_files(client: Client, scope: Scope = "project") -> list[tuple[str, str, str]]:
+    """(path relative to the repository, or to the home folder for scope user; content; what) of the skill files.
+
+    VS Code's agent reads Agent Skills from .github/skills/ in the workspace and ~/.copilot/skills/
+    for the user; Cursor has no user-level rule file (user rules live in its settings).
+    """
     if client == "claude":
         return [(f".claude/skills/{SKILL_NAME}/SKILL.md", skill_text(), "Claude Code skill")]
     if client == "cursor":
-        return [(f".cursor/rules/{SKILL_NAME}.mdc", cursor_rule(skill_text()), "Cursor rule")]
-    return []
+        rule = (f".cursor/rules/{SKILL_NAME}.mdc", cursor_rule(skill_text()), "Cursor rule")
+        return [] if scope == "user" else [rule]
+    folder = ".copilot/skills" if scope == "user" else ".github/skills"
+    return [(f"{folder}/{SKILL_NAME}/SKILL.md", skill_text(), "VS Code agent skill")]
 
 
 # ---------------------------------------------------------------- planning and writing
@@ -194,7 +229,8 @@ def render_json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def _read_config(path: Path, relative: str, servers_key: str, manual: str) -> tuple[dict[str, Any] | None, str]:
+def _read_config(path: Path, relative: str, servers_key: str, manual: str,
+                 jsonc: bool = False) -> tuple[dict[str, Any] | None, str]:
     """The parsed config (None when absent) and its text; UsageError for anything we must not overwrite."""
     if not path.exists():
         return None, ""
@@ -205,10 +241,18 @@ def _read_config(path: Path, relative: str, servers_key: str, manual: str) -> tu
         raise UsageError(f"{relative} cannot be read ({exc}); it was left untouched.", hint) from None
     if not text.strip():
         return {}, text
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{relative} is not valid JSON ({exc}); it was left untouched.", hint) from None
+    if jsonc:
+        from tools import jsonc as jsonc_text
+
+        try:
+            data = jsonc_text.loads(text, relative)
+        except UsageError as exc:
+            raise UsageError(f"{exc} It was left untouched.", hint) from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{relative} is not valid JSON ({exc}); it was left untouched.", hint) from None
     if not isinstance(data, dict):
         raise UsageError(f"{relative} holds a JSON {type(data).__name__}, not an object; it was left untouched.", hint)
     if servers_key in data and not isinstance(data[servers_key], dict):
@@ -216,15 +260,16 @@ def _read_config(path: Path, relative: str, servers_key: str, manual: str) -> tu
     return data, text
 
 
-def plan_config(repo: Path, client: Client, server: ServerCommand) -> FileChange:
+def plan_config(repo: Path, client: Client, server: ServerCommand, scope: Scope = "project") -> FileChange:
     layout = LAYOUTS[client]
-    path = repo / layout.config
+    path = repo / layout.config if scope == "project" else user_config(client)
+    relative = layout.config if scope == "project" else str(path)
     desired = server_entry(client, server)
     manual = render_json({layout.servers_key: {SERVER_NAME: desired}})
-    data, text = _read_config(path, layout.config, layout.servers_key, manual)
-    what = f"{CLIENT_NAMES[client]} MCP server entry"
+    data, text = _read_config(path, relative, layout.servers_key, manual, layout.jsonc)
+    what = f"{CLIENT_NAMES[client]} MCP server entry" + (" (user)" if scope == "user" else "")
     if data is None:
-        return FileChange(path=str(path), relative=layout.config, what=what, action="create", content=manual)
+        return FileChange(path=str(path), relative=relative, what=what, action="create", content=manual)
     servers = data.setdefault(layout.servers_key, {})
     current = servers.get(SERVER_NAME)
     # Keep fields the user added to our entry (env, cwd...): only ours are replaced.
@@ -232,13 +277,23 @@ def plan_config(repo: Path, client: Client, server: ServerCommand) -> FileChange
     if isinstance(current, dict) and isinstance(current.get("env"), dict) and "env" in desired:
         merged["env"] = {**current["env"], **desired["env"]}
     if merged == current:
-        return FileChange(path=str(path), relative=layout.config, what=what, action="unchanged", content=text)
+        return FileChange(path=str(path), relative=relative, what=what, action="unchanged", content=text)
     servers[SERVER_NAME] = merged
-    return FileChange(path=str(path), relative=layout.config, what=what, action="update", content=render_json(data))
+    if layout.jsonc and text.strip():
+        from tools import jsonc as jsonc_text
+
+        content = jsonc_text.set_member(text, (layout.servers_key, SERVER_NAME), merged)
+        if jsonc_text.loads(content, relative) != data:  # the splice must mean exactly the merged config
+            raise UsageError(f"{relative} could not be edited in place; it was left untouched.",
+                             f"add this entry by hand:\n{manual}")
+    else:
+        content = render_json(data)
+    return FileChange(path=str(path), relative=relative, what=what, action="update", content=content)
 
 
 def plan_file(repo: Path, relative: str, content: str, what: str) -> FileChange:
     path = repo / relative
+    relative = str(path) if Path(relative).is_absolute() else relative
     if not path.exists():
         action: Literal["create", "update", "unchanged"] = "create"
     else:
@@ -264,14 +319,24 @@ def resolve_repo(repo: str | os.PathLike[str] | None) -> Path:
     return path.resolve()
 
 
-def plan_install(repo: Path, clients: list[Client], server: ServerCommand | None = None) -> InstallPlan:
+def plan_install(repo: Path, clients: list[Client], server: ServerCommand | None = None,
+                 scope: Scope = "project") -> InstallPlan:
     """Everything an install would write; raises UsageError before anything is written."""
-    server = server or server_command(repo)
     changes: list[FileChange] = []
+    home = Path(os.environ.get("HOME") or Path.home())
     for client in clients:
-        changes.append(plan_config(repo, client, server))
-        changes.extend(plan_file(repo, rel, content, what) for rel, content, what in skill_files(client))
-    return InstallPlan(repo=str(repo), clients=clients, server=server, changes=changes)
+        if scope == "user":
+            variable = LAYOUTS[client].workspace_variable
+            command = server or server_command(variable)  # variable None: the client starts it in the folder
+            changes.append(plan_config(repo, client, command, scope))
+            changes.extend(plan_file(home, str(home / rel), content, what)
+                           for rel, content, what in skill_files(client, scope))
+            server_shown = command
+        else:
+            server_shown = server or server_command(repo)
+            changes.append(plan_config(repo, client, server_shown))
+            changes.extend(plan_file(repo, rel, content, what) for rel, content, what in skill_files(client))
+    return InstallPlan(repo=str(repo), clients=clients, server=server_shown, changes=changes)
 
 
 def write_atomic(path: Path, content: str) -> None:
@@ -291,10 +356,10 @@ def write_atomic(path: Path, content: str) -> None:
 
 
 def install(repo: str | os.PathLike[str] | None, client: str, dry_run: bool = False,
-            server: ServerCommand | None = None) -> InstallPlan:
+            server: ServerCommand | None = None, scope: Scope = "project") -> InstallPlan:
     clients = resolve_clients(client)
     root = resolve_repo(repo)
-    plan = plan_install(root, clients, server)
+    plan = plan_install(root, clients, server, scope)
     if not dry_run:
         for change in plan.changes:
             if change.action != "unchanged":
