@@ -7,6 +7,11 @@ click==8.2.0 into B; freeze both; diff; run the reproducer in each — one comma
 as an agent types them. Ours: bisect_env warm (its environments cached under .rootcause/envs/)
 and cold (nothing cached: both environments built concurrently). Goal: warm <= 0.6x manual.
 Then bisect_versions click 8.1.0..8.3.0: environments built against ceil(log2(range)) + 2.
+
+Second project (tests/fixtures/bisect/entrypoints): a packaged project whose console script calls
+importlib_metadata.entry_points()["console_scripts"] (removed in importlib-metadata 5.0). Both
+environments must hold the project itself; the manual sequence does the same with `uv sync
+--frozen` (which installs the project), and bisect_versions 4.8.0..5.0.0 counts its builds.
 """
 
 from __future__ import annotations
@@ -74,6 +79,75 @@ async def ours(root: Path, keep: bool = True) -> tuple[float, bool]:
     return time.perf_counter() - started, result.verdict == "version_flips_outcome"
 
 
+def _ep_project(folder: Path) -> Path:
+    root = folder / "ep"
+    shutil.copytree(REPO / "tests" / "fixtures" / "bisect" / "entrypoints", root)
+    subprocess.run([uv_binary(), "lock", "-q", "--python", sys.executable], cwd=root, env=UV_ENV, check=True)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    return root
+
+
+def manual_ep(root: Path, work: Path) -> tuple[float, bool]:
+    """The manual sequence for the entry-points project: both venvs hold the project (uv sync installs it)."""
+    uv = uv_binary()
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    started = time.perf_counter()
+
+    def sh(*argv: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=root, env=env or UV_ENV, check=check, capture_output=True, text=True)
+
+    a, b = work / "A", work / "B"
+    for venv in (a, b):
+        sh(uv, "venv", "-q", "--python", sys.executable, str(venv))
+        sh(uv, "sync", "-q", "--frozen", "--active", env={**UV_ENV, "VIRTUAL_ENV": str(venv)})
+    sh(uv, "pip", "install", "-q", "--python", str(b / "bin" / "python"), "importlib-metadata==5.0.0")
+    ra = sh(str(a / "bin" / "epproj-scripts"), check=False)
+    rb = sh(str(b / "bin" / "epproj-scripts"), check=False)
+    return time.perf_counter() - started, ra.returncode == 0 and rb.returncode != 0
+
+
+async def ours_ep(root: Path) -> tuple[float, bool]:
+    started = time.perf_counter()
+    result = await bisect_env(BisectEnvInput(package="importlib-metadata", version="5.0.0", command="epproj-scripts",
+                                             expect="console_scripts"), ToolContext.for_root(root))
+    ok = result.verdict == "version_flips_outcome" and result.env_a.project is not None
+    return time.perf_counter() - started, ok
+
+
+def entry_points_case(folder: Path) -> dict[str, float]:
+    root = _ep_project(folder)
+    manual_ep(root, folder / "manual-ep")
+    asyncio.run(ours_ep(root))
+    manual_times, warm, cold = [], [], []
+    for _ in range(RUNS):
+        elapsed, ok = manual_ep(root, folder / "manual-ep")
+        assert ok, "the manual sequence did not see the flip"
+        manual_times.append(elapsed)
+        elapsed, ok = asyncio.run(ours_ep(root))
+        assert ok, "bisect_env did not see the flip with the project installed"
+        warm.append(elapsed)
+    for _ in range(RUNS):
+        shutil.rmtree(root / ".rootcause" / "envs", ignore_errors=True)
+        cold.append(asyncio.run(ours_ep(root))[0])
+    started = time.perf_counter()
+    versions = asyncio.run(bisect_versions(BisectVersionsInput(
+        package="importlib-metadata", good="4.8.0", bad="5.0.0", command="epproj-scripts", expect="console_scripts",
+        keep=False), ToolContext.for_root(root)))
+    versions_s = time.perf_counter() - started
+    m, w, c = statistics.median(manual_times), statistics.median(warm), statistics.median(cold)
+    bound = math.ceil(math.log2(len(versions.candidates) - 1)) + 2
+    print(f"entry points project, manual sequence with the project installed, median of {RUNS}: {m:.3f}s")
+    print(f"bisect_env warm: {w:.3f}s ratio {w / m:.2f}x; cold: {c:.3f}s ratio {c / m:.2f}x")
+    print(f"bisect_versions importlib-metadata 4.8.0..5.0.0: {versions.status} first_bad {versions.first_bad}, "
+          f"{versions.builds} builds for {len(versions.candidates)} candidates (bound {bound}), {versions_s:.2f}s")
+    return {"ep_manual_s": round(m, 3), "ep_warm_s": round(w, 3), "ep_cold_s": round(c, 3),
+            "ep_warm_ratio": round(w / m, 3), "ep_cold_ratio": round(c / m, 3),
+            "ep_versions_first_bad": versions.first_bad, "ep_versions_candidates": len(versions.candidates),
+            "ep_versions_builds": versions.builds, "ep_versions_builds_bound": bound,
+            "ep_versions_s": round(versions_s, 3)}
+
+
 def main() -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-bisect-") as tmp:
         folder = Path(tmp)
@@ -96,6 +170,7 @@ def main() -> dict[str, float]:
                                                                    command="python repro.py", keep=False),
                                                ToolContext.for_root(root)))
         versions_s = time.perf_counter() - started
+        ep = entry_points_case(folder)
     m, w, c = statistics.median(manual_times), statistics.median(ours_warm), statistics.median(ours_cold)
     bound = math.ceil(math.log2(len(versions.candidates) - 1)) + 2
     figures = {
@@ -109,6 +184,7 @@ def main() -> dict[str, float]:
     print(f"bisect_env cold (no env cache):  {c:.3f}s  ratio {c / m:.2f}x")
     print(f"bisect_versions click 8.1.0..8.3.0: first_bad {versions.first_bad}, {versions.builds} builds for "
           f"{len(versions.candidates)} candidates (ceil(log2(range)) + 2 = {bound}), {versions_s:.2f}s")
+    figures.update(ep)
     return figures
 
 
