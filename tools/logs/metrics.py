@@ -58,12 +58,13 @@ _LIGHTNING_EPOCH = re.compile(r"Epoch (\d+):\s+\d+%")
 _HAS_NUMBER = re.compile(r"\d|nan|inf", re.IGNORECASE)
 _DELIMITED_KEY = re.compile(rf"^\s*['\"]?{_WORD}['\"]?\s*$")
 
+_DIGITS = str.maketrans("123456789", "000000000")
 IGNORED = "ignored"
 """MetricRecord.format of numbers on a line that names no loss, norm or step (kept for error messages)."""
 RECOGNISED = ("loss", "grad_norm", "lr")
 SPIKE_WINDOW = 20
 SPIKE_FACTOR = 3.0
-SPIKE_MIN_HISTORY = 5
+SPIKE_MIN_HISTORY = 3
 SPIKE_RULE = (f"a finite value above {SPIKE_FACTOR:g}x the median of the previous {SPIKE_WINDOW} finite values "
               f"of the same metric (loss and grad_norm only, never lr; at least {SPIKE_MIN_HISTORY} previous values "
               "and a positive median needed)")
@@ -592,6 +593,7 @@ class MetricExtractor:
         self._head: list[tuple[str, int]] = []
         self._rank_tags: tuple[re.Pattern[str], ...] = ()
         self._tags: dict[str, str] = {}
+        self._prefix: tuple[int, str, str | None] = (0, "", None)
 
     def feed(self, line: str, index: int | None = None, rank: int | str | object | None = PREFIXED) -> None:
         """One physical line of the log; `index` is its 0-based line number (default: lines fed so far).
@@ -620,7 +622,7 @@ class MetricExtractor:
         self._model = LineModel.detect(seg for raw, _ in head for seg in clean(raw).split("\n"))
         allowed = self._model.allowed
         self._rank_tags = tuple(p.pattern for p in PREFIXES
-                                if p.kind == "rank" or (p.kind in allowed and "rank" in p.pattern.groupindex))
+                                if "rank" in p.pattern.groupindex and (p.always or p.kind in allowed))
         for raw, number in head:
             self._raw(raw, number)
 
@@ -632,7 +634,7 @@ class MetricExtractor:
             return known
         for pattern in self._rank_tags:
             m = pattern.match(raw)
-            if m:
+            if m and m.group("rank") is not None:
                 tag = str(int(m.group("rank")))
                 if m.end() <= len(head) and len(self._tags) < 4096:
                     self._tags[head] = tag  # the tag ends inside `head`: every line starting so has it
@@ -648,14 +650,27 @@ class MetricExtractor:
                 return
             if not _trigger().search(raw):
                 return
-        assert self._model is not None
         for segment in clean(raw).split("\n"):
             if not segment.strip():
                 continue
-            text, parsed = self._model.split(segment)
+            text, rank = self._split(segment)
             text = text.strip()
             if text:
-                self._segment(None if parsed.rank is None else str(parsed.rank), text, number)
+                self._segment(rank, text, number)
+
+    def _split(self, segment: str) -> tuple[str, str | None]:
+        """The line model's split, remembered by the shape of the prefix it took off (digits as 0): the lines
+        of one stream share their prefixes' shape (`[rank0]:[titan] 2026-01-01 10:00:00,000 - root - INFO - `);
+        the rank tag must be the same too."""
+        plen, shape, rank = self._prefix
+        if plen and segment[:plen].translate(_DIGITS) == shape and self._tag(segment) == rank:
+            return segment[plen:], rank
+        assert self._model is not None
+        text, parsed = self._model.split(segment)
+        rank = None if parsed.rank is None else str(parsed.rank)
+        plen = len(segment) - len(text)
+        self._prefix = (plen, segment[:plen].translate(_DIGITS), rank)
+        return text, rank
 
     def _segment(self, rank: str | None, text: str, number: int) -> None:
         series = self.series
