@@ -17,7 +17,8 @@ from tools.knowledge.pitfalls import SOURCE, load_pitfalls
 from tools.scaffold import init_knowledge
 
 pytestmark = pytest.mark.anyio
-QUERY_SETS = {"tuning": "pitfall_queries.json", "held-out": "pitfall_queries_heldout.json"}
+QUERY_SETS = {"tuning": "pitfall_queries.json", "held-out": "pitfall_queries_heldout.json",
+              "fresh held-out": "pitfall_queries_fresh.json"}
 PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 
 
