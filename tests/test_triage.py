@@ -40,3 +40,25 @@ def test_failed_fixes_and_unclear_signals() -> None:
     assert "two or more fix attempts have already failed" in triage("KeyError: 'labels', tried two fixes").reasons
     assert "the cause is unclear or the failure is intermittent" in triage("ValueError: bad value, flaky").reasons
     assert triage("ValueError: bad value").path == "quick"
+
+
+def test_held_out_triage_set() -> None:
+    """Symptoms triage was not written against: the category, and 'numerical' only for NaN/Inf/divergence/spikes."""
+    import json
+
+    from tests.conftest import FIXTURES
+
+    rows = json.loads((FIXTURES / "knowledge" / "triage_queries_heldout.json").read_text(encoding="utf-8"))["queries"]
+    categories = numerical = 0
+    misses = []
+    for q in rows:
+        result = triage(q["symptom"])
+        named = any(NUMERICAL in r for r in result.reasons)
+        categories += result.category == q["category"]
+        numerical += named == q["numerical"]
+        if result.category != q["category"]:
+            misses.append(f"{q['symptom']!r}: {result.category}, labelled {q['category']}")
+    n = len(rows)
+    print(f"\nheld-out triage ({n}): category {categories}/{n}, numerical reason {numerical}/{n}")
+    assert numerical == len(rows)
+    assert categories / len(rows) >= 0.85, misses
