@@ -193,3 +193,50 @@ def test_a_crash_dump_names_the_projects_line_and_no_message_is_empty(tmp_path: 
     assert quiet.message == "could not open shard 3 of 8"
     silent = diagnose_text("loading data\n", tmp_path, exit_code=3)
     assert silent.message == "exit code 3"
+
+
+def test_a_store_timeout_inside_a_collective_is_a_hang(tmp_path: Path) -> None:
+    frames = ('Traceback (most recent call last):\n  File "/w/sync.py", line 40, in {fn}\n    store.get(key)\n'
+              "torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /sync/0/12\n")
+    assert diagnose_text(frames.format(fn="barrier"), tmp_path).category == "hang"
+    assert diagnose_text(frames.format(fn="load_config"), tmp_path).category == "distributed_error"
+
+
+def test_one_message_however_it_was_pasted_or_wrapped(tmp_path: Path) -> None:
+    tb = 'Traceback (most recent call last):\n  File "/w/t.py", line 3, in <module>\n    run()\n'
+    plain = diagnose_text(tb + "ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16\n", tmp_path)
+    ticked = diagnose_text(tb + "ValueError: Must flatten tensors with uniform dtype but got torch.bfloat16`\n",
+                           tmp_path)
+    assert plain.signature == ticked.signature
+    one = diagnose_text(tb + "TypeError: LlamaModel.forward() got an unexpected keyword argument 'labels_mask'\n",
+                        tmp_path)
+    two = diagnose_text(tb + "TypeError: MistralForCausalLM.forward() got an unexpected keyword argument "
+                        "'labels_mask'\"\n", tmp_path)
+    other = diagnose_text(tb + "TypeError: LlamaModel.forward() got an unexpected keyword argument 'position'\n",
+                          tmp_path)
+    assert one.signature == two.signature != other.signature
+    old = diagnose_text(tb + "RuntimeError: NCCL error in: /src/ProcessGroupNCCL.cpp:1287, invalid usage, NCCL "
+                        "version 2.14.3\n", tmp_path)
+    new = diagnose_text(tb + "torch.distributed.DistBackendError: NCCL error in: /opt/pt/ProcessGroupNCCL.cpp:1970, "
+                        "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5\n", tmp_path)
+    assert old.signature == new.signature and "nccl-error invalid usage" in old.signature
+
+
+def test_a_flattened_traceback_broken_by_the_paste_reads_as_the_original(tmp_path: Path) -> None:
+    lines = ["Traceback (most recent call last):", '  File "/w/train.py", line 9, in step', "    loss.backward()",
+             "RuntimeError: CUDA error: an illegal memory access was encountered",
+             "CUDA kernel errors might be asynchronously reported at some other API call.",
+             "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."]
+    original = diagnose_text("\n".join(lines) + "\n", tmp_path)
+    flat = " ".join(ln.strip() for ln in lines)
+    cut = flat.index("illegal") + 4
+    pasted = diagnose_text(f"[rank3]: {flat[:cut]}\n{flat[cut:]}\n", tmp_path)
+    assert pasted.category == original.category == "cuda_error"
+    assert pasted.signature == original.signature
+
+
+def test_a_bare_grad_column_is_the_grad_norm(tmp_path: Path) -> None:
+    rows = [(1, 0.41, 0.07), (2, 0.40, 0.07), (3, 0.41, 0.08), (4, 0.45, 0.25), (5, 0.61, 1.9), (6, 0.9, 7.4)]
+    log = "".join(f"Train | Epoch 3 | {i}/40 | Loss {loss} | Grad {grad}\n" for i, loss, grad in rows)
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "gradient_explosion" and d.exception_type == "GradientExplosion"

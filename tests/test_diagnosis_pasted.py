@@ -139,6 +139,8 @@ def test_a_swallowed_signal_line_still_names_the_killed_worker(tmp_path: Path) -
            "  exitcode  : -9 (pid: 14750)\n"
            "  traceback : Signal 9 (SIGKILL) received by PID 14750\n"
            "============================================================\n")
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "grpo.py").write_text("# the project's entry point\n")
     d = diagnose_text(log, tmp_path)
     assert d.category == "host_oom" and d.signature.endswith("|signal SIGKILL in grpo||")
 

@@ -22,7 +22,7 @@ from tools.diagnosis.rules import GENERIC, categorise
 from tools.diagnosis.series import find_spike
 from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from tools.diagnosis.streaming import condensed_text
-from tools.diagnosis.templates import PRECURSORS, find_templates
+from tools.diagnosis.templates import PRECURSORS, canonical_identity, find_templates
 from tools.diagnosis.text import Line, split_lines, streams
 from tools.diagnosis.tracebacks import exception_line, is_exception_type, message_lines, parse_tracebacks, unmarked
 from tools.keywords import extract_keywords
@@ -316,9 +316,18 @@ def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundEr
     return sig.build("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", sorted(places)[:4])
 
 
+def _in_root(root: Path, name: str) -> bool:
+    """A file of that name at most two folders deep in the root."""
+    return any(next(iter(root.glob(pattern)), None) for pattern in (name, f"*/{name}", f"*/*/{name}"))
+
+
 def _error_signature(error: FoundError, root: Path) -> str:
     if error.template:
         return sig.build(error.template, "", frame_names.signature_frames(error.frames, root))
+    canonical = canonical_identity(sig.first_sentence(error.message))
+    if canonical:
+        # The error names a C++ failure whose Python wrapper varies by version (RuntimeError, DistBackendError).
+        return sig.build(canonical, "", frame_names.signature_frames(error.frames, root))
     return sig.build(error.short_type, error.message, frame_names.signature_frames(error.frames, root))
 
 
@@ -375,10 +384,12 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
             error = None  # a hang with an unrelated earlier error: the stacks are the evidence
         category = "hang"
     if error is not None and error.template and error.template.startswith("signal") and not error.frames:
-        # A bare signal says little: which program received it tells two such failures apart.
+        # A bare signal says little: which of the project's programs received it tells two such failures
+        # apart (another machine's script does not count, as its frames would not).
         entry = _ENTRY_SCRIPT.search(text)
-        if entry:
-            error.template += f" in {next(g for g in entry.groups() if g)}"
+        stem = next((g for g in entry.groups() if g), None) if entry else None
+        if stem and _in_root(root, f"{stem}.py"):
+            error.template += f" in {stem}"
     frames = (error.frames if error else [])[-MAX_FRAMES:]
     if category == "hang":
         signature = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)

@@ -72,6 +72,10 @@ RULES: tuple[DiagRule, ...] = (
           r"monitoredBarrier|store based barrier|Heartbeat monitor timed out|watchdog got stuck|"
           r"collective operation timeout|barrier.*tim(ed|e)\s*out|timed out.*barrier|"
           r"(all_reduce|allreduce|all_gather|allgather|broadcast|reduce_scatter).*timed? ?out"),
+    # A store timeout raised inside a collective or barrier: a peer never arrived (no progress), not a comms error.
+    _rule("hang", r"(DistStoreError|DistNetworkError|TimeoutError)$",
+          function=r"^(barrier|monitored_barrier|_store_based_barrier|broadcast\w*|all_reduce\w*|all_gather\w*|"
+                   r"reduce_scatter\w*|all_to_all\w*|gather\w*|scatter\w*)$", both=True),
     _rule("cuda_error", r"(CudaError|AcceleratorError|CUDAError)$",
           r"CUDA error:|device-side assert|illegal memory access|CUBLAS_STATUS_\w+|CUDNN_STATUS_\w+|"
           r"cuDNN error|cudaError\w+|misaligned address|no kernel image is available|"

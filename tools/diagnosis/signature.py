@@ -59,7 +59,19 @@ def first_sentence(message: str) -> str:
     if head.endswith(":") and len(lines) > more:
         head = f"{head} {lines[more].split(':', 1)[0]}"
     head = _SENTENCE_END.split(head, 1)[0]
-    return head[:240]
+    return _CALLEE_CLASS.sub(r"<cls>.\1(", _balanced(head))[:240]
+
+
+# Python names the callee first ("GemmaModel.forward() got an unexpected keyword argument"): its class is
+# the reporter's model, the method and the argument are the bug.
+_CALLEE_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)\((?=\) )")
+
+
+def _balanced(head: str) -> str:
+    """Without a quote left open at the end (a Markdown backtick, a JSON string's closing quote)."""
+    while head and head[-1] in "`\"" and head.count(head[-1]) % 2 == 1:
+        head = head[:-1].rstrip()
+    return head
 
 
 def build(kind: str, message: str, frames: list[str]) -> str:

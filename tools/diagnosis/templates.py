@@ -33,11 +33,15 @@ class Template:
     error pasted without its traceback then keeps the signature it has with one."""
     precursor: bool = False
     """A C++ log line that a Python exception usually repeats (with frames) right after: that one wins ties."""
+    canonical: bool = False
+    """Its identity is the signature of any exception whose message it matches: the Python type wrapping that
+    C++ error changes between versions (RuntimeError, then DistBackendError) and a garbled paste loses it."""
 
 
 def _t(name: str, pattern: str, category: str | None, identity: Callable[[re.Match[str]], str] | None = None,
-       flags: int = 0, typed: bool = False, precursor: bool = False) -> Template:
-    return Template(name, re.compile(pattern, flags), category, identity or (lambda m, n=name: n), typed, precursor)
+       flags: int = 0, typed: bool = False, precursor: bool = False, canonical: bool = False) -> Template:
+    return Template(name, re.compile(pattern, flags), category, identity or (lambda m, n=name: n), typed, precursor,
+                    canonical)
 
 
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
@@ -83,7 +87,7 @@ TEMPLATES: tuple[Template, ...] = (
        lambda m: f"terminate {m.group(1)}"),
     _t("NCCLError", r"NCCL error:? (?:in: \S+ )?(unhandled system error|unhandled cuda error|internal error|"
        r"invalid usage|invalid argument|remote process exited or there was a network error)", None,
-       lambda m: f"nccl-error {m.group(1)}", typed=True, precursor=True),
+       lambda m: f"nccl-error {m.group(1)}", typed=True, precursor=True, canonical=True),
     _t("NCCLErrorCode", r"^\W*(nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument|UnhandledCuda)Error)\b",
        None, lambda m: f"nccl-error {m.group(1)}", precursor=True),
     _t("C10dConnectTimeout", r"The client socket has timed out after \d+\s?m?s while trying to connect to|"
@@ -116,6 +120,15 @@ TEMPLATES: tuple[Template, ...] = (
 
 
 PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
+_CANONICAL = tuple(t for t in TEMPLATES if t.canonical)
+
+
+def canonical_identity(message: str) -> str | None:
+    for template in _CANONICAL:
+        m = template.pattern.search(message)
+        if m:
+            return template.identity(m)
+    return None
 # One search per line tells whether any template can match it (most lines of a big log match none): an RE2
 # automaton (one pass per line) unless a template needs what RE2 lacks (lookaround).
 _ANY_PATTERN = "|".join(f"(?{'i' if t.pattern.flags & re.IGNORECASE else ''}:{t.pattern.pattern})" for t in TEMPLATES)

@@ -196,6 +196,12 @@ _FLAT_EXC = re.compile(r"(?:^|\s)((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|
                        r"(?::\s|:$|$)")
 
 
+# PyTorch's C++ errors print these on lines of their own after the message: where a flattened message breaks.
+_C10_TRAILERS = re.compile(r"\s+(?=CUDA kernel errors might be asynchronously reported|For debugging consider passing "
+                           r"CUDA_LAUNCH_BLOCKING|Compile with `?TORCH_USE_CUDA_DSA|Exception raised from \S+ at |"
+                           r"C\+\+ CapturedTraceback:|frame #\d+: )")
+
+
 def unflatten(raw: str) -> list[str]:
     """A traceback flattened onto one line (a JSON string with `\\n`, a log joining lines) as its lines."""
     if not _FLAT_TB.search(raw):
@@ -221,7 +227,7 @@ def unflatten(raw: str) -> list[str]:
                 code = tail[:exc.start(1)].strip()
                 if code:
                     out.append(f"    {code}")
-                out.append(tail[exc.start(1):].strip())
+                out.extend(_C10_TRAILERS.split(tail[exc.start(1):].strip()))
                 continue
         if tail:
             out.append(f"    {tail}")
@@ -295,8 +301,18 @@ def raw_lines(text: str) -> list[str]:
     raw = clean(text).split("\n")
     if "Traceback (most recent call last)" in text:
         unfolded: list[str] = []
-        for r in raw:
-            unfolded.extend(unflatten(r) if "Traceback" in r else [r])
+        i = 0
+        while i < len(raw):
+            r = raw[i]
+            if "Traceback" in r and _FLAT_TB.search(r):
+                # A flattened traceback is one logical line: a break between two letters is a paste's wrap.
+                while i + 1 < len(raw) and r[-1:].isalnum() and raw[i + 1][:1].isalnum():
+                    r += raw[i + 1]
+                    i += 1
+                unfolded.extend(unflatten(r))
+            else:
+                unfolded.append(r)
+            i += 1
         raw = unfolded
     return _rejoin_frames(_unwrap_width(raw))
 
