@@ -109,7 +109,8 @@ async def run_reproducer(ctx: ToolContext, inp: ReproducerFields, prepared: Prep
         if not text.startswith(("command not found", "the shell could not run the command", "cannot start")):
             raise
         # The program does not exist in this environment: no run, no verdict on this side.
-        return Judged("skip", "not_run", f"the command was not found in the environment ({text.split(' Hint:')[0]})")
+        shown = text.split(" Hint:")[0].rstrip(".")
+        return Judged("skip", "not_run", f"the command was not found in the environment ({shown})")
     return judge(observation, full_output(observation, ctx.root), prepared.yardstick)
 
 

@@ -124,9 +124,11 @@ class BisectEnvResult(ToolResult):
 
     def summary(self) -> str:
         def side(name: str, s: EnvSide) -> str:
-            what = s.outcome + (f" — {s.error}" if s.error else "")
-            if s.outcome == "skip" or s.outcome == "not_run" or s.matches_expected is False:
-                what += f" — {s.outcome_reason}" if s.outcome_reason else ""
+            if s.outcome in ("skip", "not_run"):
+                what = s.outcome + (f" — {s.outcome_reason}" if s.outcome_reason else "")
+            else:
+                what = s.outcome + (f" — {s.error}" if s.error else "")
+                what += " [not the expected failure]" if s.matches_expected is False else ""
             project = f"; project {s.project}" if s.project else ""
             return (f"{name}: {self.package}=={s.package_version or '?'}{project} → {what}"
                     + (" (cached)" if s.cached else ""))
