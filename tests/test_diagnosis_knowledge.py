@@ -240,3 +240,17 @@ def test_a_bare_grad_column_is_the_grad_norm(tmp_path: Path) -> None:
     log = "".join(f"Train | Epoch 3 | {i}/40 | Loss {loss} | Grad {grad}\n" for i, loss, grad in rows)
     d = diagnose_text(log, tmp_path)
     assert d.category == "gradient_explosion" and d.exception_type == "GradientExplosion"
+
+
+def test_rule_and_template_tables_are_well_formed_data() -> None:
+    from tools.diagnosis.rules import RULES
+    from tools.diagnosis.templates import TEMPLATES
+    from tools.taxonomy import CATEGORIES
+
+    assert {rule.category for rule in RULES} <= set(CATEGORIES)
+    assert all(rule.type or rule.message or rule.function for rule in RULES)
+    assert {t.category for t in TEMPLATES} - {None} <= set(CATEGORIES)
+    assert len({t.name for t in TEMPLATES}) == len(TEMPLATES)
+    watchdog = next(t for t in TEMPLATES if t.name == "NCCLWatchdogTimeout")
+    m = watchdog.pattern.search("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=allGather")
+    assert m and watchdog.identity(m) == "nccl-watchdog-timeout ALLGATHER"

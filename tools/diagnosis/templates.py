@@ -1,4 +1,4 @@
-"""Errors that arrive without a Python traceback, as a table of line templates.
+"""Errors that arrive without a Python traceback, as a table of line templates (data/templates.yaml).
 
 NCCL watchdog and heartbeat timeouts, gloo timeouts, the OOM killer, fatal signals, C++
 `terminate called ... what():`, NaN lines of a training log. Each template names its
@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import re2
+import yaml
 
 from tools.diagnosis.errors import FoundError
 from tools.diagnosis.models import Frame
@@ -38,85 +40,46 @@ class Template:
     C++ error changes between versions (RuntimeError, then DistBackendError) and a garbled paste loses it."""
 
 
-def _t(name: str, pattern: str, category: str | None, identity: Callable[[re.Match[str]], str] | None = None,
-       flags: int = 0, typed: bool = False, precursor: bool = False, canonical: bool = False) -> Template:
-    return Template(name, re.compile(pattern, flags), category, identity or (lambda m, n=name: n), typed, precursor,
-                    canonical)
-
-
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
+DATA = Path(__file__).parent / "data" / "templates.yaml"
+_FIELD = re.compile(r"\{(\d+|any)(?::(\w+))?\}")
+_CASES: dict[str, Callable[[str], str]] = {
+    "upper": str.upper,
+    "lower": str.lower,
+    "snake": lambda v: v.lower().replace(" ", "_"),
+    "slug": lambda v: re.sub(r"\d+", "<n>", v).lower().replace(" ", "-"),
+    "metric": lambda v: "loss" if v.lower() == "loss" else "grad_norm",
+}
 
-TEMPLATES: tuple[Template, ...] = (
-    _t("NCCLWatchdogTimeout", r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, OpType=(\w+)",
-       "hang", lambda m: f"nccl-watchdog-timeout {m.group(1).upper()}"),
-    _t("NCCLHeartbeatTimeout", r"Heartbeat monitor timed out|watchdog got stuck for \d+ seconds|"
-       r"ProcessGroupNCCL's watchdog got stuck", "hang", lambda m: "nccl-heartbeat-timeout"),
-    _t("CollectiveTimeout", r"Timed out waiting \d+ms for (send|recv) operation to complete", "hang",
-       lambda m: f"gloo-timeout {m.group(1)}"),
-    _t("BarrierTimeout", r"monitoredBarrier.*(timed out|Timed out)|Timed out initializing process group in store "
-       r"based barrier", "hang", lambda m: "barrier-timeout"),
-    _t("FaulthandlerTimeout", r"^Timeout \(\d+:\d\d:\d\d\)!", "hang", lambda m: "faulthandler-timeout"),
-    # Slurm: `slurmstepd: error: *** JOB 12 ON n1 CANCELLED AT 2024-03-04T07:21:10 DUE TO TIME LIMIT ***`.
-    _t("SlurmTimeLimit", r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+ DUE TO TIME LIMIT", "hang",
-       lambda m: "slurm-time-limit"),
-    _t("SlurmCancelled", r"\*\*\* (?:JOB|STEP) [\d.]+ ON \S+ CANCELLED AT \S+", None, lambda m: "slurm-cancelled"),
-    _t("SrunTaskExit", r"^srun: error: \S+: tasks? [\d,\-]+: (Exited with exit code \d+|Killed|\w[\w ]*)", None,
-       lambda m: "srun-task-" + re.sub(r"\d+", "<n>", m.group(1)).lower().replace(" ", "-")),
-    _t("OOMKiller", r"^\s*Killed\s*$|Out of memory: Kill(ed)? process|oom-kill|invoked oom-killer", "host_oom",
-       lambda m: "oom-killer"),
-    _t("SignalSIGKILL", r"Signal 9 \(SIGKILL\) received by PID|died with <Signals\.SIGKILL: 9>|"
-       r"killed by signal:? Killed|"
-       r"exit(?:ed with)? code[: ]\s*137\b|(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-9\b",
-       "host_oom", lambda m: "signal SIGKILL"),
-    _t("FatalPythonError", r"^Fatal Python error: (\w[\w ]*)", "crash", lambda m: f"fatal-python-error {m.group(1)}"),
-    _t("SegmentationFault", r"Segmentation fault|SIGSEGV|Signal 11 \(SIGSEGV\)|"
-       r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-11\b", "crash", lambda m: "signal SIGSEGV"),
-    # glibc's heap checks abort the process: the corruption is the failure, the SIGABRT its consequence.
-    _t("GlibcHeapCorruption", r"double free or corruption|free\(\): invalid (?:pointer|size|next size)|"
-       r"malloc\(\): (?:corrupted|memory corruption|unaligned)|corrupted size vs\.? prev_size|"
-       r"munmap_chunk\(\): invalid pointer|malloc_consolidate\(\): invalid", "crash",
-       lambda m: "glibc-heap-corruption"),
-    _t("Aborted", r"^Aborted( \(core dumped\))?\s*$|Signal 6 \(SIGABRT\)|killed by signal:? Aborted|"
-       r"died with <Signals\.SIGABRT: 6>|"
-       r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-6\b", "crash", lambda m: "signal SIGABRT"),
-    _t("BusError", r"^Bus error( \(core dumped\))?\s*$|SIGBUS|Signal 7 \(SIGBUS\)|"
-       r"(?:exitcode|return code|exit status|exit code)\s*[:=]?\s*-7\b", "crash", lambda m: "signal SIGBUS"),
-    _t("IllegalInstruction", r"^Illegal instruction( \(core dumped\))?\s*$|SIGILL\b", "crash",
-       lambda m: "signal SIGILL"),
-    _t("CppTerminate", r"terminate called after throwing an instance of '([^']+)'", None,
-       lambda m: f"terminate {m.group(1)}"),
-    _t("NCCLError", r"NCCL error:? (?:in: \S+ )?(unhandled system error|unhandled cuda error|internal error|"
-       r"invalid usage|invalid argument|remote process exited or there was a network error)", None,
-       lambda m: f"nccl-error {m.group(1)}", typed=True, precursor=True, canonical=True),
-    _t("NCCLErrorCode", r"^\W*(nccl(?:System|Internal|Remote|InvalidUsage|InvalidArgument|UnhandledCuda)Error)\b",
-       None, lambda m: f"nccl-error {m.group(1)}", precursor=True),
-    _t("C10dConnectTimeout", r"The client socket has timed out after \d+\s?m?s while trying to connect to|"
-       r"The server socket has failed to (?:listen|bind)", "distributed_error", lambda m: "c10d-socket-failure",
-       typed=True, precursor=True),
-    _t("CUDADeviceAssert", r"\.cuh?:\d+: .*block: \[[\d, ]+\], thread: \[[\d, ]+\] Assertion `(.+?)` failed",
-       "cuda_error", lambda m: f"cuda-device-assert {m.group(1)}", precursor=True),
-    _t("StateDictLoad", r"Error\(s\) in loading state_dict for", "checkpoint_mismatch", typed=True),
-    _t("StateDictMismatch", r"^\W*(size mismatch for \S+: copying a param|Missing key\(s\) in state_dict:|"
-       r"Unexpected key\(s\) in state_dict:)", "checkpoint_mismatch",
-       lambda m: "state-dict " + re.sub(r" for \S+: copying a param|\(s\) in state_dict:", "", m.group(1)).lower()),
-    # A running average in parentheses counts too: "grad_norm: 0.39 (nan)".
-    _t("NonFiniteLoss",
-       r"\b(loss|grad[_ ]?norm|total[_ ]norm|gradnorm)\b['\"]?\s*[:=]?\s*(?:tensor\()?(?:[-+]?\d[\d.e+-]*\s*\()?"
-       r"[-+]?(nan|inf)\b", "nonfinite",
-       lambda m: f"nonfinite {m.group(1).lower().replace(' ', '_')}", re.IGNORECASE),
-    # Words around the value: "nan loss detected", "Loss is NaN, stopping training", "NaN or Inf found in loss".
-    _t("NonFiniteLossWords",
-       r"\b(?:nan|inf|non-?finite)\s+(loss|grad[_ ]?norm|gradients?)\b|"
-       r"\b(loss|grad[_ ]?norm)\s+(?:is|became|becomes|was|has become)\s+(?:nan|inf|non-?finite)\b|"
-       r"\b(?:nan|inf)\s+(?:or\s+inf\s+)?(?:found|detected|encountered)\s+in\s+(?:the\s+)?"
-       r"(loss|grad[_ ]?norm|gradients?)",
-       "nonfinite", lambda m: "nonfinite " + ("loss" if next(g for g in m.groups() if g).lower() == "loss"
-                                               else "grad_norm"), re.IGNORECASE),
-    _t("LossScaleOverflow",
-       r"loss scale already at minimum|Gradient overflow\. Skipping step|OVERFLOW! Rank \d+ Skipping", "nonfinite",
-       lambda m: "fp16-overflow"),
-    _t("CUDAOOMLine", r"CUDA out of memory|CUDA error: out of memory", "cuda_oom", lambda m: "cuda-oom", typed=True),
-)
+
+def _identity(spec: str, drop: str | None) -> Callable[[re.Match[str]], str]:
+    """A template's identity format (`nccl-watchdog-timeout {1:upper}`) as a function of its match."""
+    dropped = re.compile(drop) if drop else None
+
+    def identity(m: re.Match[str]) -> str:
+        def field(f: re.Match[str]) -> str:
+            value = next((g for g in m.groups() if g), "") if f.group(1) == "any" else m.group(int(f.group(1)))
+            value = dropped.sub("", value or "") if dropped else (value or "")
+            return _CASES[f.group(2)](value) if f.group(2) else value
+        return _FIELD.sub(field, spec)
+    return identity
+
+
+def load_templates(path: Path = DATA) -> tuple[Template, ...]:
+    """The template table of a YAML file (data/templates.yaml), in the order they are tried."""
+    templates = []
+    for entry in yaml.safe_load(path.read_text(encoding="utf-8")):
+        pattern = entry["pattern"]
+        flags = re.IGNORECASE if entry.get("ignore_case") else 0
+        category = entry.get("category")
+        templates.append(Template(
+            entry["name"], re.compile("|".join(pattern) if isinstance(pattern, list) else pattern, flags),
+            None if category in (None, "none") else category, _identity(entry["identity"], entry.get("drop")),
+            bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical"))))
+    return tuple(templates)
+
+
+TEMPLATES: tuple[Template, ...] = load_templates()
 
 
 PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
