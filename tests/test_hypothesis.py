@@ -251,7 +251,7 @@ async def test_bad_input(project: Path) -> None:
     sid = await _session(project, baseline=False)
     with pytest.raises(UsageError, match="unknown session"):
         await _verify(project, "20200101-000000-abcdef")
-    with pytest.raises(UsageError, match="between 0 and 1"):
+    with pytest.raises(ValueError, match="confidence"):  # the input model's bound or the engine's check
         await _verify(project, sid, confidence=1.5)
     with pytest.raises(UsageError, match="changed is empty"):
         await _verify(project, sid, changed=" ")

@@ -40,33 +40,36 @@ class Baseline(BaseModel):
         return f"{where}: {self.status or 'failed'}{outcomes}; signature `{self.signature or '-'}`"
 
 
+def _reproduced(data: dict[str, Any]) -> Any:
+    from tools.evidence.records import ReproduceEvidence, evidence_of
+
+    typed = evidence_of("reproduce", data)
+    return typed if isinstance(typed, ReproduceEvidence) else ReproduceEvidence()
+
+
 def _from_reproduce(data: dict[str, Any], seq: int) -> Baseline:
-    diagnosis = data.get("diagnosis") or {}
-    runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
-    failing = [r.get("signature") for r in runs if r.get("outcome") != "pass" and r.get("signature")]
-    error = None
-    if diagnosis.get("exception_type"):
-        error = f"{diagnosis['exception_type']}: {diagnosis.get('message') or ''}".strip()
-    return Baseline(
-        source="reproduce", evidence_seq=seq, status=data.get("status"),
-        signature=diagnosis.get("signature") or (failing[0] if failing else None),
-        outcomes=[str(r.get("outcome")) for r in runs], consistent=data.get("consistent"), error=error,
-    )
+    ev = _reproduced(data)
+    # A different failure is not the session's failure: nothing to compare experiments with.
+    signature = None if ev.status == "different_failure" else ev.signature()
+    return Baseline(source="reproduce", evidence_seq=seq, status=ev.status, signature=signature,
+                    outcomes=[r.outcome for r in ev.runs], consistent=ev.consistent, error=ev.error())
 
 
 def baseline_of(state: SessionState) -> Baseline | None:
     """The latest reproduction that failed, else the latest reproduce, else a diagnosed log, else the fallback."""
+    from tools.evidence.records import DiagnoseLogEvidence, evidence_of
+
     reproduced = [e for e in state.evidence if e.tool == "reproduce"]
     for ev in reversed(reproduced):
-        if ev.data.get("status") in ("reproduced", "flaky"):
+        if _reproduced(ev.data).status in ("reproduced", "flaky"):
             return _from_reproduce(ev.data, ev.seq)
     if reproduced:
         return _from_reproduce(reproduced[-1].data, reproduced[-1].seq)
     for ev in reversed(state.evidence):
-        diagnosis = ev.data.get("diagnosis") if ev.tool == "diagnose_log" else None
-        if isinstance(diagnosis, dict) and diagnosis.get("signature"):
+        typed = evidence_of(ev.tool, ev.data) if ev.tool == "diagnose_log" else None
+        if isinstance(typed, DiagnoseLogEvidence) and typed.diagnosis is not None:
             return Baseline(source="diagnose_log", evidence_seq=ev.seq, status="from_log",
-                            signature=diagnosis["signature"], error=diagnosis.get("message"))
+                            signature=typed.diagnosis.signature, error=typed.diagnosis.message)
     fallback = state.facts.get(FALLBACK_FACT)
     if isinstance(fallback, dict):
         return Baseline.model_validate({**fallback, "source": "fallback"})

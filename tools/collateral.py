@@ -35,6 +35,7 @@ from tools.evidence import (
     pytest_position,
     yardstick,
 )
+from tools.evidence.records import CollateralEvidence
 from tools.results import ToolResult
 from tools.sessions import SessionStore, require_open
 from tools.workspace import Workspace
@@ -173,10 +174,10 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
         if result.new_failures:
             md += "\n\nNew failures: " + ", ".join(result.new_failures[:20])
         diff_hash = gitrepo.diff_hash(ws.root)
-        store.record(inp.session_id, "check_collateral", md,
-                     {"verdict": result.verdict, "new_failures": result.new_failures[:50],
-                      "fixed": result.fixed[:50], "still_failing": result.still_failing[:50],
-                      "base": base_sha, "command": argv, "diff_hash": diff_hash}, phase=4)
+        evidence = CollateralEvidence(verdict=result.verdict, new_failures=result.new_failures[:50],
+                                      fixed=result.fixed[:50], still_failing=result.still_failing[:50],
+                                      base=base_sha, command=argv, diff_hash=diff_hash, interpreter=result.interpreter)
+        store.record(inp.session_id, "check_collateral", md, evidence.model_dump(mode="json"), phase=4)
         store.set_facts(inp.session_id, collateral_verdict=result.verdict, collateral_diff_hash=diff_hash)
     return result
 

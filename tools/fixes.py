@@ -9,6 +9,7 @@ from tools.baseline import FALLBACK_FACT, Baseline, baseline_of
 from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.evidence import Observation, RunFields, yardstick
+from tools.evidence.records import FixAttemptEvidence
 from tools.experiment import run_command
 from tools.results import ToolResult
 from tools.sessions import SessionStore, require_open
@@ -36,6 +37,8 @@ class RecordFixAttemptResult(ToolResult):
     fixed: bool
     reason: str
     run: Observation
+    judged: bool = Field(True, description="False when the run cannot judge the fix (tests not run, code imported "
+                                           "from outside the root): the attempt is not counted.")
     original_signature: str | None
     signature_gone: bool | None = Field(description="Whether the original failure is absent; None without a baseline.")
     consecutive_failures: int
@@ -47,7 +50,7 @@ class RecordFixAttemptResult(ToolResult):
     next: str
 
     def summary(self) -> str:
-        head = "FIXED" if self.fixed else "STOP" if self.stop else "NOT JUDGED" if self.run.problem else "NOT FIXED"
+        head = "FIXED" if self.fixed else "STOP" if self.stop else "NOT JUDGED" if not self.judged else "NOT FIXED"
         lines = [f"Fix attempt {self.attempt}: {head} — {self.reason}",
                  f"Run {self.run.run_id}: {self.run.one_line()}",
                  *([f"Interpreter: {self.run.interpreter_note}"] if self.run.interpreter_note else []),
@@ -143,16 +146,16 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
                f"- Why: {why}\n- Consecutive failures: {consecutive}/{protocol.STOP_AFTER}"
                + "".join(f"\n- Path: {s}" for s in switched)
                + (f"\n- {protocol.STOP_MESSAGE}" if stop else ""))
-    store.record(inp.session_id, "record_fix_attempt", summary, {
-        "attempt": attempt, "description": inp.description.strip(), "command": inp.describe(),
-        "fixed": fixed, "reason": why, "run": run.model_dump(mode="json"),
-        "original_signature": baseline.signature if baseline else None, "signature_gone": gone,
-        "consecutive_failures": consecutive, "stop": stop, "path_switched": switched,
-    }, phase=4, phase_status="done" if fixed else "in_progress")
+    evidence = FixAttemptEvidence(
+        attempt=attempt, description=inp.description.strip(), command=inp.describe(), fixed=fixed, judged=counted,
+        reason=why, run=run, original_signature=baseline.signature if baseline else None, signature_gone=gone,
+        consecutive_failures=consecutive, stop=stop, path_switched=switched)
+    store.record(inp.session_id, "record_fix_attempt", summary, evidence.model_dump(mode="json"),
+                 phase=4, phase_status="done" if fixed else "in_progress")
     if stop:
         store.set_status(inp.session_id, "stopped")
     return RecordFixAttemptResult(
-        session_id=state.session_id, attempt=attempt, fixed=fixed, reason=why, run=run,
+        session_id=state.session_id, attempt=attempt, fixed=fixed, reason=why, run=run, judged=counted,
         original_signature=baseline.signature if baseline else None, signature_gone=gone,
         consecutive_failures=consecutive, stop=stop, path=state.path,
         path_switched="; ".join(switched) or None, collateral_checked=collateral, session_status=status, next=nxt,

@@ -10,6 +10,7 @@ from tools.baseline import FALLBACK_FACT, Baseline, TreeChanges, baseline_of, tr
 from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.evidence import Observation, RunFields, yardstick
+from tools.evidence.records import HypothesisEvidence, evidence_of
 from tools.experiment import run_command
 from tools.gate import (
     Expectation,
@@ -56,10 +57,12 @@ class VerifyHypothesisInput(RunFields):
                                       "same error / different error so the run can check it.")
     alternatives: list[str] = Field(default_factory=list,
                                     description="Other causes that would produce the same symptom.")
-    confidence: float = Field(0.8, description="Your confidence in the hypothesis, 0..1; below 0.8 asks for a "
-                                               "critical review.")
+    confidence: float = Field(0.8, ge=0, le=1,
+                              description="Your confidence in the hypothesis, 0..1; below 0.8 asks for a "
+                                          "critical review.")
     disproof_regex: str | None = Field(None, description="Optional regex for the disproof observation in the output.")
-    runs: int = Field(1, description="Runs of the experiment (1..10); raised to 3 when the baseline was flaky.")
+    runs: int = Field(1, ge=1, le=10,
+                      description="Runs of the experiment (1..10); raised to 3 when the baseline was flaky.")
 
 
 class VerifyHypothesisResult(ToolResult):
@@ -135,10 +138,10 @@ def _evidence(inp: VerifyHypothesisInput, state: SessionState, observed_runs: li
               f"- Alternatives named: {'; '.join(inp.alternatives) or 'none'}"]
     failed = [c for c in gate.checks if not c.passed]
     lines.append("- Gate checks failed: " + ("; ".join(f"{c.name}: {c.why}" for c in failed) if failed else "none"))
-    earlier = [e for e in state.evidence if e.tool == "verify_hypothesis"]
+    earlier = [evidence_of(e.tool, e.data) for e in state.evidence if e.tool == "verify_hypothesis"]
     for ev in earlier[-5:]:
-        lines.append(f"- Earlier H{ev.data.get('number')}: {ev.data.get('result')} — "
-                     f"{str(ev.data.get('hypothesis', ''))[:200]}")
+        if isinstance(ev, HypothesisEvidence):
+            lines.append(f"- Earlier H{ev.number}: {ev.result} — {ev.hypothesis[:200]}")
     return "\n".join(lines)
 
 
@@ -217,14 +220,14 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
         next=(f"{switched}. " if switched else "") + _next(verdict, needs_review, reopened),
         path=state.path, path_switched=switched,
     )
-    data = {
-        "number": number, "hypothesis": inp.hypothesis.strip(), "prediction": inp.prediction.strip(),
-        "expect": expect.describe(), "changed": inp.changed.strip(), "disproof": inp.disproof.strip(),
-        "alternatives": inp.alternatives, "confidence": inp.confidence, "command": inp.describe(),
-        "result": verdict, "reason": reason, "gate": gate.model_dump(mode="json"), "needs_review": needs_review,
-        "disproof_observed": observed, "runs": [r.model_dump(mode="json") for r in runs],
-        "baseline": baseline.model_dump(mode="json") if baseline else None, "changes": result.changes,
-    }
+    data = HypothesisEvidence(
+        number=number, hypothesis=inp.hypothesis.strip(), prediction=inp.prediction.strip(),
+        expect=expect.describe(), changed=inp.changed.strip(), disproof=inp.disproof.strip(),
+        alternatives=inp.alternatives, confidence=inp.confidence, command=inp.describe(),
+        result=verdict, reason=reason, gate=gate.model_dump(mode="json"), needs_review=needs_review,
+        disproof_observed=observed, runs=runs, changes=result.changes,
+    ).model_dump(mode="json")
+    data["baseline"] = baseline.model_dump(mode="json") if baseline else None
     store.record(inp.session_id, "verify_hypothesis", _summary_markdown(result, inp), data, phase=3)
     store.set_facts(inp.session_id, **{protocol.HYPOTHESES: number})
     if reopened:

@@ -6,34 +6,10 @@ from tools.sessions.store import SessionState
 
 
 def _protocol_sections(state: SessionState) -> list[str]:
-    """Hypotheses in order with their results, then fix attempts: the spine of the investigation."""
-    lines: list[str] = []
-    hypotheses = [e for e in state.evidence if e.tool == "verify_hypothesis"]
-    if hypotheses:
-        lines += ["", "## Hypotheses", ""]
-    for ev in hypotheses:
-        d = ev.data
-        gate = d.get("gate") or {}
-        failed = [c.get("name") for c in gate.get("checks", []) if not c.get("passed")]
-        review = "; needs review" if d.get("needs_review") else ""
-        lines.append(
-            f"{d.get('number', '?')}. **{str(d.get('result', '?')).upper()}** — {d.get('hypothesis', '')} "
-            f"_(expect {d.get('expect')}; confidence {d.get('confidence')}; gate "
-            f"{'passed' if gate.get('passed') else 'failed: ' + ', '.join(map(str, failed))}{review}; "
-            f"evidence {ev.seq})_"
-        )
-        lines.append(f"   - {d.get('reason', '')}")
-    fixes = [e for e in state.evidence if e.tool == "record_fix_attempt"]
-    if fixes:
-        lines += ["", "## Fix attempts", ""]
-    for ev in fixes:
-        d = ev.data
-        verdict = "fixed" if d.get("fixed") else ("STOP" if d.get("stop") else "not fixed")
-        lines.append(f"{d.get('attempt', '?')}. **{verdict}** — {d.get('description', '')} "
-                     f"_(`{d.get('command', '')}`; consecutive failures {d.get('consecutive_failures')}; "
-                     f"evidence {ev.seq})_")
-        lines.append(f"   - {d.get('reason', '')}")
-    return lines
+    """Hypotheses in order with their results, then fix attempts: each tool's typed evidence renders itself."""
+    from tools.evidence.records import protocol_sections
+
+    return protocol_sections(state.evidence)
 
 
 def render_report(state: SessionState) -> str:

@@ -1,0 +1,222 @@
+"""Each tool's evidence as a typed model with its own renderer, and the registry that finds them.
+
+A tool records `SomeEvidence(...).model_dump(mode="json")` as its session evidence data; the
+session report, the baseline and later tools read it back with `evidence_of(ev)`, never by
+another tool's dict keys. Models ignore unknown keys and default missing ones, so sessions
+recorded by an older version still read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tools.diagnosis import Diagnosis
+from tools.evidence.observation import Observation, diagnosis_line
+
+
+class ToolEvidence(BaseModel):
+    """Base of every tool's evidence: `protocol_lines` is its entry in the report's protocol sections."""
+
+    model_config = ConfigDict(extra="ignore")
+    tool: ClassVar[str] = ""
+    section: ClassVar[str | None] = None
+    """The report section (## Hypotheses, ## Fix attempts) the evidence is listed in, if any."""
+
+    def protocol_lines(self, seq: int) -> list[str]:
+        return []
+
+
+_REGISTRY: dict[str, type[ToolEvidence]] = {}
+
+
+def register(cls: type[ToolEvidence]) -> type[ToolEvidence]:
+    _REGISTRY[cls.tool] = cls
+    return cls
+
+
+def evidence_of(tool: str, data: dict[str, Any]) -> ToolEvidence | None:
+    """The typed evidence of one session entry (None for a tool without a model, or unreadable data)."""
+    model = _REGISTRY.get(tool)
+    if model is None:
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def _old_run(value: Any) -> Any:
+    """Runs recorded before the evidence layer lack outcome_reason and log_uri."""
+    if isinstance(value, dict):
+        value = {"outcome_reason": f"exit {value.get('exit_code')}", "duration_s": 0.0, "log_path": "",
+                 "log_uri": f"rootcause://runs/{value.get('run_id', '')}/log", "run_id": "", "outcome": "fail",
+                 **{k: v for k, v in value.items() if v is not None or k not in ("outcome_reason",)}}
+    return value
+
+
+def _partial_diagnosis(value: Any) -> Any:
+    """A diagnosis recorded with only some of its fields still reads."""
+    if isinstance(value, dict):
+        return {"category": "python_exception", "signature": "", **value}
+    return value
+
+
+@register
+class ReproduceEvidence(ToolEvidence):
+    tool: ClassVar[str] = "reproduce"
+
+    status: str | None = None
+    command: list[str] = Field(default_factory=list)
+    runs: list[Observation] = Field(default_factory=list)
+    diagnosis: Diagnosis | None = None
+    consistent: bool | None = None
+    matches_symptom: bool | None = None
+    expected: str | None = None
+    outside_root: list[str] = Field(default_factory=list)
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _runs(cls, value: Any) -> Any:
+        return [_old_run(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("diagnosis", mode="before")
+    @classmethod
+    def _diagnosis(cls, value: Any) -> Any:
+        return _partial_diagnosis(value)
+
+    def error(self) -> str | None:
+        d = self.diagnosis
+        if d is None or not d.exception_type:
+            return None
+        return f"{d.exception_type}: {d.message or ''}".strip()
+
+    def signature(self) -> str | None:
+        if self.diagnosis is not None and self.diagnosis.signature:
+            return self.diagnosis.signature
+        return next((r.signature for r in self.runs if r.failed and r.signature), None)
+
+
+@register
+class DiagnoseLogEvidence(ToolEvidence):
+    tool: ClassVar[str] = "diagnose_log"
+
+    diagnosis: Diagnosis | None = None
+    source: str = ""
+
+    @field_validator("diagnosis", mode="before")
+    @classmethod
+    def _diagnosis(cls, value: Any) -> Any:
+        return _partial_diagnosis(value)
+
+
+class GateCheckRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    name: str = ""
+    passed: bool = False
+    why: str = ""
+
+
+class GateRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    passed: bool = False
+    checks: list[GateCheckRecord] = Field(default_factory=list)
+
+
+@register
+class HypothesisEvidence(ToolEvidence):
+    tool: ClassVar[str] = "verify_hypothesis"
+    section: ClassVar[str | None] = "Hypotheses"
+
+    number: int | None = None
+    hypothesis: str = ""
+    prediction: str = ""
+    expect: str | None = None
+    changed: str = ""
+    disproof: str = ""
+    alternatives: list[str] = Field(default_factory=list)
+    confidence: float | None = None
+    command: str = ""
+    result: str = "?"
+    reason: str = ""
+    gate: GateRecord = Field(default_factory=GateRecord)
+    needs_review: bool = False
+    disproof_observed: bool | None = None
+    runs: list[Observation] = Field(default_factory=list)
+    changes: str = ""
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _runs(cls, value: Any) -> Any:
+        return [_old_run(v) for v in value] if isinstance(value, list) else value
+
+    def protocol_lines(self, seq: int) -> list[str]:
+        failed = [c.name for c in self.gate.checks if not c.passed]
+        review = "; needs review" if self.needs_review else ""
+        gate = "passed" if self.gate.passed else "failed: " + ", ".join(failed)
+        return [f"{self.number or '?'}. **{self.result.upper()}** — {self.hypothesis} "
+                f"_(expect {self.expect}; confidence {self.confidence}; gate {gate}{review}; evidence {seq})_",
+                f"   - {self.reason}"]
+
+
+@register
+class FixAttemptEvidence(ToolEvidence):
+    tool: ClassVar[str] = "record_fix_attempt"
+    section: ClassVar[str | None] = "Fix attempts"
+
+    attempt: int | None = None
+    description: str = ""
+    command: str = ""
+    fixed: bool = False
+    judged: bool = True
+    reason: str = ""
+    run: Observation | None = None
+    original_signature: str | None = None
+    signature_gone: bool | None = None
+    consecutive_failures: int | None = None
+    stop: bool = False
+    path_switched: list[str] = Field(default_factory=list)
+
+    @field_validator("run", mode="before")
+    @classmethod
+    def _run(cls, value: Any) -> Any:
+        return _old_run(value)
+
+    def protocol_lines(self, seq: int) -> list[str]:
+        verdict = "fixed" if self.fixed else "STOP" if self.stop else "not fixed" if self.judged else "not judged"
+        return [f"{self.attempt or '?'}. **{verdict}** — {self.description} _(`{self.command}`; consecutive "
+                f"failures {self.consecutive_failures}; evidence {seq})_", f"   - {self.reason}"]
+
+
+@register
+class CollateralEvidence(ToolEvidence):
+    tool: ClassVar[str] = "check_collateral"
+
+    verdict: str = "inconclusive"
+    new_failures: list[str] = Field(default_factory=list)
+    fixed: list[str] = Field(default_factory=list)
+    still_failing: list[str] = Field(default_factory=list)
+    base: str = ""
+    command: list[str] = Field(default_factory=list)
+    diff_hash: str | None = None
+    interpreter: str = ""
+
+
+def protocol_sections(evidence: list[Any]) -> list[str]:
+    """The report's protocol sections (## Hypotheses, ## Fix attempts) from the typed evidence, in order."""
+    lines: list[str] = []
+    for section in dict.fromkeys(m.section for m in _REGISTRY.values() if m.section):
+        entries = [(ev.seq, evidence_of(ev.tool, ev.data)) for ev in evidence
+                   if _REGISTRY.get(ev.tool) is not None and _REGISTRY[ev.tool].section == section]
+        if not entries:
+            continue
+        lines += ["", f"## {section}", ""]
+        for seq, typed in entries:
+            if typed is not None:
+                lines += typed.protocol_lines(seq)
+    return lines
+
+
+__all__ = ["CollateralEvidence", "DiagnoseLogEvidence", "FixAttemptEvidence", "HypothesisEvidence",
+           "ReproduceEvidence", "ToolEvidence", "diagnosis_line", "evidence_of", "protocol_sections", "register"]
