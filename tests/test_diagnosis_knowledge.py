@@ -179,6 +179,7 @@ def test_hang_location_is_the_projects_line_of_the_first_stuck_rank(tmp_path: Pa
     assert d.category == "hang" and d.location == "train.py:40"
     assert d.ranks["0"].first_error == "waiting in all_reduce at train.py:40"
     assert d.ranks["1"].first_error == "waiting in all_reduce at train.py:42"
+    assert d.stacks[0].describe().startswith("rank 0: waits in all_reduce at train.py:40 (innermost: ")
     assert d.message.startswith("no progress")
 
 

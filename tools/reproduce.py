@@ -108,9 +108,7 @@ def _diagnosis_lines(d: Diagnosis) -> list[str]:
         shown = ", ".join(f"{k}: {v.outcome}" for k, v in list(d.ranks.items())[:16])
         lines.append(f"Ranks: {shown}")
     for stack in d.stacks[:8]:
-        who = f"rank {stack.rank}" if stack.rank is not None else f"pid {stack.pid}"
-        where = stack.frames[-1] if stack.frames else "?"
-        lines.append(f"  {who}: {'waits in ' + stack.collective + ' — ' if stack.collective else ''}{where}")
+        lines.append(f"  {stack.describe()}")
     if d.failed_tests:
         lines.append(f"Failed tests: {', '.join(d.failed_tests[:10])}")
     if d.excerpt:

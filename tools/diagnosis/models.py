@@ -31,6 +31,14 @@ class StackSummary(BaseModel):
     user_frame: str | None = None
     """The innermost frame inside the root (`file:line`, relative to the root): the project's line waiting."""
 
+    def describe(self) -> str:
+        """`rank 1: waits in all_reduce at train.py:42 (innermost: ...)`: the project's line first."""
+        who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        waits = f"waits in {self.collective}" if self.collective else "stands"
+        at = f" at {self.user_frame}" if self.user_frame else ""
+        inner = self.frames[-1] if self.frames else "?"
+        return f"{who}: {waits}{at} (innermost: {inner})"
+
 
 class Diagnosis(BaseModel):
     category: str
