@@ -6,12 +6,15 @@ The line formats are tests/test_logs_metrics.py's.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import FIXTURES, error_text, memory_client, structured
+from tests.test_numerics_checkpoint import needs_torch
 from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.numerics.series import DEFAULT_RTOL
@@ -124,3 +127,118 @@ async def test_session_evidence_and_mcp(logs: Path) -> None:
         assert "no recognisable metric series in README.md" in text
     evidence = SessionStore(ctx.workspace).load(session.session_id).evidence
     assert evidence[-1].tool == "analyze_training_log" and evidence[-1].data["first_nonfinite_step"] == 36
+
+
+# -- a real training run: an uncapped warm-up that ends in NaN and exits 0 --------------------------------------
+
+TRAIN_SCRIPT = LOGS / "uncapped_warmup.py"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def real_nan_log(root: Path, name: str = "train.log") -> Path:
+    """Run the tiny torch script with the project's interpreter; its stdout is the training log."""
+    import subprocess
+    import sys
+
+    log = root / name
+    with open(log, "w") as out:
+        done = subprocess.run([sys.executable, str(TRAIN_SCRIPT)], stdout=out, stderr=subprocess.PIPE, text=True,
+                              timeout=120, check=False)
+    assert done.returncode == 0, done.stderr  # the run "succeeds": NaN losses do not stop it
+    return log
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    head = path.read_bytes()[:24]
+    assert head[:8] == PNG_MAGIC and head[12:16] == b"IHDR"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def colour_pixels(path: Path, rgb: tuple[int, int, int], tolerance: int = 24) -> int:
+    import matplotlib.image
+
+    pixels = (matplotlib.image.imread(path)[..., :3] * 255).astype(int)
+    return int((abs(pixels - np.array(rgb)).max(axis=-1) <= tolerance).sum())
+
+
+def inked_pixels(path: Path) -> int:
+    """Pixels that are not the white background."""
+    import matplotlib.image
+
+    pixels = matplotlib.image.imread(path)[..., :3]
+    return int((pixels.min(axis=-1) < 0.9).sum())
+
+
+@needs_torch
+async def test_real_run_summary_answers_the_question(repo: Path) -> None:
+    log = real_nan_log(repo)
+    printed = [line.split() for line in log.read_text().splitlines()]  # step N loss X grad_norm Y lr Z
+    losses = [float(p[3]) for p in printed]
+    first_bad = next(int(p[1]) for p in printed if not all(math.isfinite(float(p[i])) for i in (3, 5)))
+    trailing = len(losses) - max(i for i, v in enumerate(losses) if math.isfinite(v)) - 1
+    result = await run(repo, path="train.log")
+    text = result.summary()
+    assert 15 <= first_bad <= 40 and result.first_nonfinite_step == first_bad
+    assert f"FIRST NON-FINITE at step {first_bad}" in text
+    # How the run ends: the NaN tail, never the last finite value as "last".
+    loss = result.series["loss"]
+    assert loss.trailing_nonfinite == trailing > 20 and loss.final == "nan"
+    assert "loss: 60 points" in text and f"the last {trailing} values are NaN/Inf" in text
+    assert not any(line.startswith("loss:") and ", last " in line.split(";")[0] for line in text.splitlines())
+    # The largest spike, and the spikes just before the first NaN (not the first ones of the run).
+    assert result.largest_spike is not None
+    assert result.largest_spike.factor == max(s.factor for s in result.spikes)
+    assert "Largest spike: step" in text
+    before = result.spikes_before_nonfinite
+    assert before and all(first_bad - 20 <= s.step < first_bad for s in before)
+    assert f"Spikes in the 20 logged steps before step {first_bad}" in text
+    # The cause: an lr that keeps climbing past its early maximum up to the first NaN.
+    assert result.lr is not None and result.lr.still_rising and result.lr.at_first_nonfinite
+    assert result.lr.step == first_bad and result.lr.ratio > 5
+    assert f"is still rising at the first non-finite step {first_bad}" in text
+
+
+@needs_torch
+async def test_plot_of_a_real_run(repo: Path) -> None:
+    real_nan_log(repo)
+    result = await run(repo, path="train.log", plot=True)
+    assert result.plot_path and result.plot_path.startswith(".rootcause/plots/") and result.plot_path.endswith(".png")
+    png = repo / result.plot_path
+    assert result.images() == [png] and f"Plot: {result.plot_path}" in result.summary()
+    assert png_size(png) == (1000, 810)  # 1000 px wide, 250 px per metric (loss, grad norm, lr) + title
+    assert inked_pixels(png) > 20_000  # curves, axes, labels: not a blank canvas
+    assert colour_pixels(png, (214, 39, 40)) > 300  # tab:red: the first non-finite step's line and the NaN marks
+    assert colour_pixels(png, (255, 127, 14)) > 100  # tab:orange: spike dots
+    assert "plot_path" in result.model_dump() and "_plot_file" not in result.model_dump()
+    without = await run(repo, path="train.log")
+    assert without.plot_path is None and without.images() == []
+
+
+async def test_plot_of_two_runs_marks_the_divergence(logs: Path) -> None:
+    result = await run(logs, path="run_8gpu.log", compare_to="run_1gpu.log", plot=True)
+    png = logs / (result.plot_path or "")
+    assert png_size(png) == (1000, 810)
+    assert colour_pixels(png, (148, 103, 189), tolerance=40) > 300  # tab:purple: the first divergent step, every axis
+    assert colour_pixels(png, (153, 153, 153), tolerance=10) > 300  # the reference run in grey
+
+
+def test_plotting_is_not_imported_at_start() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, server.app, tools.numerics.training_log; "
+            "print('matplotlib' in sys.modules, 'tools.numerics.plot' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parent.parent)
+    assert out.stdout.split() == ["False", "False"]
+
+
+async def test_plot_image_over_mcp(logs: Path) -> None:
+    async with memory_client(logs) as client:
+        result = await client.call_tool("analyze_training_log", {"path": "megatron_spike.log", "plot": True})
+        kinds = [block.type for block in result.content]
+        assert kinds == ["text", "image"] and result.content[1].mime_type == "image/png"
+        import base64
+
+        assert base64.b64decode(result.content[1].data)[:8] == PNG_MAGIC
+        assert structured(result)["plot_path"].startswith(".rootcause/plots/")

@@ -76,12 +76,12 @@ def draw(path: Path, series: MetricSeries, result: AnalyzeTrainingLogResult,
         ax.grid(True, alpha=0.3)
     for ax in axes:
         if first is not None:
-            ax.axvline(first, color="tab:red", linestyle="--", linewidth=1.2, label=f"first non-finite (step {first})")
+            ax.axvline(first, color="tab:red", linestyle="--", linewidth=1.6, label=f"first non-finite (step {first})")
             end = max(int(series.points[m].steps[-1]) for m in series.points)
             if end > first:
                 ax.axvspan(first, end, color="tab:red", alpha=0.08)
         if result.first_divergent_step is not None:
-            ax.axvline(result.first_divergent_step, color="tab:purple", linestyle="--", linewidth=1.2,
+            ax.axvline(result.first_divergent_step, color="tab:purple", linestyle="--", linewidth=1.6,
                        label=f"first divergent step {result.first_divergent_step}")
     axes[0].legend(loc="best", fontsize=7)
     axes[-1].set_xlabel("step")

@@ -148,9 +148,11 @@ class AnalyzeTrainingLogResult(ToolResult):
         else:
             lines.append("No spikes.")
         if self.first_nonfinite and self.spike_count:
-            near = "; ".join(_spike(s) for s in self.spikes_before_nonfinite[-6:]) or "none"
-            lines.append(f"Spikes in the {BEFORE_NONFINITE} logged steps before step {self.first_nonfinite.step}: "
-                         f"{near}.")
+            before = self.spikes_before_nonfinite
+            near = "; ".join(_spike(s) for s in before[-6:]) or "none"
+            count = f"{len(before)}, the last 6" if len(before) > 6 else f"{len(before)}" if before else "0"
+            lines.append(f"Spikes in the {BEFORE_NONFINITE} logged steps before step {self.first_nonfinite.step} "
+                         f"({count}): {near}.")
         if self.lr:
             lines.append(_lr_line(self.lr))
         if self.compare_to:
@@ -182,7 +184,7 @@ def _series_line(name: str, s: SeriesSummary) -> str:
 
 
 def _spike(s: Spike) -> str:
-    return f"step {s.step} {s.metric} {_num(s.value)} ({s.factor:.1f}x median {_num(s.median)})"
+    return f"step {s.step} {s.metric} {_num(s.value)} ({s.factor:.4g}x median {_num(s.median)})"
 
 
 def _lr_line(lr: LrFinding) -> str:
