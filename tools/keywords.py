@@ -1,19 +1,12 @@
-"""2-3 search keywords a human would pick from an error message or a symptom."""
+"""2-3 search keywords a human would pick from an error message or a symptom.
+
+The terms of the field worth searching for whenever they appear are `keywords` in the one
+symptom vocabulary (tools/knowledge/data/symptoms.yaml), most telling first.
+"""
 
 from __future__ import annotations
 
 import re
-
-# Terms of the field that are worth searching for whenever they appear, most telling first.
-DOMAIN_TERMS: tuple[str, ...] = (
-    "FSDP2", "FSDP", "DTensor", "DCP", "state_dict", "load_state_dict", "NCCL", "gloo", "c10d",
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "barrier", "watchdog",
-    "torchrun", "rendezvous", "sequence parallel", "Ulysses", "MoE", "expert", "grad_norm",
-    "gradient accumulation", "clip_grad_norm", "NaN", "Inf", "OOM", "out of memory", "bf16", "bfloat16",
-    "fp16", "float32", "checkpoint", "collator", "patchgen", "generated", "transformers", "attention",
-    "flash_attn", "device mesh", "sharding", "hang", "hangs", "deadlock", "timeout", "stuck", "segfault",
-    "diverges", "divergence", "spike", "optimizer", "lr", "loss", "dataloader", "tokenizer",
-)
 
 _EXC = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Failure|Warning))\b")
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z0-9]+_[a-z0-9_]+)\b")
@@ -37,8 +30,10 @@ def extract_keywords(text: str, limit: int = 3) -> list[str]:
 
     for m in _EXC.finditer(text):
         add(m.group(1))
+    from tools.knowledge.symptoms import vocabulary
+
     lowered = text.lower()
-    for term in DOMAIN_TERMS:
+    for term in vocabulary().keywords:
         if re.search(rf"(?<![A-Za-z0-9_]){re.escape(term.lower())}(?![A-Za-z0-9_])", lowered):
             add(term)
     for m in _QUOTED.finditer(text):

@@ -76,6 +76,8 @@ class SymptomVocabulary(_Strict):
     prose: tuple[ProseRule, ...]
     triage: TriageRules
     checklists: dict[str, ChecklistSpec]
+    keywords: tuple[str, ...] = Field(min_length=1)
+    """Terms of the field worth picking as search keywords whenever they appear, most telling first."""
 
     @model_validator(mode="after")
     def _names_exist(self) -> SymptomVocabulary:
