@@ -2,7 +2,7 @@
 
 The numbers come from the one metric extractor (tools/logs/metrics.py: its formats, its one
 vocabulary of metric names) and spikes from its one rule (SPIKE_RULE: above 3x the rolling
-median of the previous 20 finite values), read from the MIN_HISTORY-th value on since a pasted
+median of the previous 20 finite values), read from the 3rd value on since a pasted
 excerpt often shows only a few steps before the jump. For a diagnosis of a log without an error
 the spike must also be strong: at least MIN_FACTOR times the median and, for grad norms, above
 an absolute floor (tiny norms jumping are noise). A steady rise counts too: every logged value
@@ -19,9 +19,8 @@ import numpy as np
 
 from tools.diagnosis.errors import FoundError
 from tools.diagnosis.text import Line
-from tools.logs.metrics import SPIKE_FACTOR, SPIKE_WINDOW, MetricExtractor
+from tools.logs.metrics import MetricExtractor, find_spikes
 
-MIN_HISTORY = 3
 MIN_FACTOR = {"grad_norm": 20.0, "loss": 3.0}
 FLOOR = {"grad_norm": 100.0, "loss": 0.0}
 RISE_STEPS = 4
@@ -37,12 +36,10 @@ def _explosion(name: str, message: str, at: Line | None) -> FoundError:
 
 
 def _spikes(values: np.ndarray) -> Iterator[tuple[int, float, float]]:
-    """(position, factor, median) of each value above SPIKE_FACTOR x the median of the previous
-    SPIKE_WINDOW values (at least MIN_HISTORY of them)."""
-    for i in range(MIN_HISTORY, len(values)):
-        base = float(np.median(values[max(0, i - SPIKE_WINDOW):i]))
-        if base > 0 and values[i] > SPIKE_FACTOR * base:
-            yield i, float(values[i]) / base, base
+    """(position, factor, median) of each spike by the one rule (tools.logs.metrics.find_spikes: above
+    SPIKE_FACTOR x the median of the previous SPIKE_WINDOW values, from the SPIKE_MIN_HISTORY-th value on)."""
+    for spike in find_spikes(np.arange(len(values)), values, "", None):
+        yield spike.step, spike.factor, spike.median
 
 
 def _rises(values: np.ndarray) -> Iterator[tuple[int, float, int]]:
