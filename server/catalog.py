@@ -72,100 +72,94 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "start_session", "tools.sessions:start_session", "tools.sessions:StartSessionInput",
         "tools.sessions:StartSessionResult", 1,
-        "Use first, on any bug, crash, failing test, NaN loss, divergence, OOM or hang: opens a session and "
-        "picks the Quick Path or the Full Protocol, with reasons, category, keywords and checklists. Pass its "
-        "session_id to every later call.",
+        "Use first on any bug, crash, failing test, NaN loss, hang or OOM: opens a session, picks the Quick "
+        "Path or Full Protocol and says why. Pass its session_id to later calls.",
         Hints()),
     ToolSpec(
         "reproduce", "tools.reproduce:reproduce", "tools.reproduce:ReproduceInput",
         "tools.reproduce:ReproduceResult", 1,
-        "Use when a command fails, crashes or hangs and you can run it here: runs it several times (logs on "
-        "disk, timeouts, stacks on a hang), says whether it fails with one signature or is flaky, and diagnoses "
-        "the first failure. A failing command is a successful call. Phase 1.",
+        "Use when a command fails or hangs and you can run it here: runs it several times and says whether it"
+        " fails with one signature or is flaky, with the diagnosis. Phase 1.",
         RUNS_COMMAND),
     ToolSpec(
         "diagnose_log", "tools.reproduce:diagnose_log", "tools.reproduce:DiagnoseLogInput",
         "tools.reproduce:DiagnoseLogResult", 1,
-        "Use when you have a log you cannot rerun (a cluster job, a pasted traceback): finds the root error "
-        "behind its wrappers, category, signature, location, per-rank outcomes and failed tests. Give path or "
-        "text. Phase 1.",
+        "Use for a log you cannot rerun (cluster job, pasted traceback): the root error behind its wrappers, "
+        "category, signature, location, per-rank outcomes. Phase 1.",
         READS),
     ToolSpec(
         "check_constraints", "tools.knowledge.check:check_constraints",
         "tools.knowledge.check:CheckConstraintsInput", "tools.knowledge.check:CheckConstraintsResult", 1,
-        "Use early in Phase 1, before changing code: ranks the project's .agents/knowledge entries against the "
-        "symptom, lists the pitfalls and checklists that apply, and flags edited files a constraint marks as "
-        "generated.",
+        "Use early in Phase 1, before changing code: the project's knowledge entries, pitfalls and checklists"
+        " that match the symptom, and edits to generated files.",
         READS),
     ToolSpec(
         "bisect_env", "tools.bisect.env:bisect_env", "tools.bisect.env:BisectEnvInput",
         "tools.bisect.env:BisectEnvResult", 2,
-        "Use when you suspect one package version: runs the reproducer in two uv environments that differ only "
-        "in package==version (checked by diffing the freezes) and says whether it flips the outcome. Phase 2.",
+        "Use when you suspect one package version: runs the reproducer in two uv environments differing only "
+        "in package==version. Phase 2.",
         BISECTS),
     ToolSpec(
         "bisect_versions", "tools.bisect.versions:bisect_versions",
         "tools.bisect.versions:BisectVersionsInput", "tools.bisect.versions:BisectVersionsResult", 2,
-        "Use when a package works at one release and breaks at a later one: binary-searches the releases from "
-        "the package index, each step a uv environment with only that package moved; returns the first bad "
-        "version. Phase 2.",
+        "Use when a package works at one release and breaks at a later one: binary-searches its releases for "
+        "the first bad one. Phase 2.",
         BISECTS),
     ToolSpec(
         "bisect_commits", "tools.bisect.commits:bisect_commits", "tools.bisect.commits:BisectCommitsInput",
         "tools.bisect.commits:BisectCommitsResult", 2,
-        "Use when a good and a bad commit are known: binary-searches the commits between them in detached "
-        "worktrees (your checkout untouched) and returns the first bad commit; exit 125 skips one. Phase 2.",
+        "Use when a good and a bad commit are known: binary-searches the commits in worktrees (your checkout "
+        "untouched) for the first bad one. Phase 2.",
         BISECTS),
     ToolSpec(
         "compare_setups", "tools.compare:compare_setups", "tools.compare:CompareSetupsInput",
         "tools.compare:CompareSetupsResult", 2,
-        "Use when a working setup exists beside the broken one (commit, config, interpreter, recorded run): "
-        "lists ALL differences in code, configs, launchers, env and packages, flagging suspects. Phase 2.",
+        "Use when a working setup exists beside the broken one: lists ALL differences in code, configs, "
+        "launchers, env and packages, flagging suspects. Phase 2.",
         READS),
     ToolSpec(
         "verify_hypothesis", "tools.hypothesis:verify_hypothesis", "tools.hypothesis:VerifyHypothesisInput",
         "tools.hypothesis:VerifyHypothesisResult", 3,
-        "Use to test ONE falsifiable hypothesis with a minimal experiment that changes one thing: runs it, "
-        "judges the prediction (supported, refuted, inconclusive) and applies the verification gate, with a "
-        "reviewer brief when in doubt. Phase 3.",
+        "Use to test ONE falsifiable hypothesis with a minimal one-change experiment: judges the prediction "
+        "and applies the verification gate. Phase 3.",
         RUNS_COMMAND),
     ToolSpec(
         "record_fix_attempt", "tools.fixes:record_fix_attempt", "tools.fixes:RecordFixAttemptInput",
         "tools.fixes:RecordFixAttemptResult", 4,
-        "Use after each targeted fix: runs the verification command, says whether the original failure is gone "
-        "and counts consecutive failures; at 3 it stops the session. Phase 4.",
+        "Use after each targeted fix: runs the verification command, says whether the failure is gone, and "
+        "stops the session after 3 failures in a row. Phase 4.",
         RUNS_COMMAND),
     ToolSpec(
         "check_collateral", "tools.collateral:check_collateral", "tools.collateral:CheckCollateralInput",
         "tools.collateral:CheckCollateralResult", 4,
-        "Use once a fix passes its reproducer: runs a broader command (the module's tests) on the base commit "
-        "and on your tree and lists tests the fix broke, fixed or left failing. Phase 4.",
+        "Use once a fix passes its reproducer: runs broader tests on the base commit and on your tree and "
+        "lists what the fix broke or fixed. Phase 4.",
         RUNS_COMMAND),
     ToolSpec(
         "capture_knowledge", "tools.knowledge.capture:capture_knowledge",
         "tools.knowledge.capture:CaptureKnowledgeInput", "tools.knowledge.capture:CaptureKnowledgeResult", 5,
-        "Use after the fix, always (Phase 5): appends a constraint or architecture entry in the file's own format "
-        "(never a near-duplicate), names the CI test for a regression guard, appends docs, or records 'none'.",
+        "Use after the fix, always (Phase 5): appends a constraint or architecture entry (never a "
+        "near-duplicate), names the test for a regression guard, or records 'none'.",
         Hints(idempotent=True)),
     ToolSpec(
         "close_session", "tools.sessions:close_session", "tools.sessions:CloseSessionInput",
         "tools.sessions:CloseSessionResult", None,
-        "Use to finish a session: returns its final report; refused until Phase 5 (capture_knowledge) is done.",
+        "Use to finish a session: returns its final report; refused until Phase 5 (capture_knowledge) is "
+        "done.",
         Hints(idempotent=True)),
     ToolSpec(
         "inspect_checkpoint", "tools.numerics.checkpoint:inspect_checkpoint",
         "tools.numerics.checkpoint:InspectCheckpointInput", "tools.numerics.checkpoint:InspectCheckpointResult",
         None,
-        "Use when loading or resuming a checkpoint fails or gives wrong results: tensors, dtypes, NaN/Inf, and "
-        "against compare_to the missing, unexpected and mis-shaped keys and likely renames (torch, safetensors, "
-        "HF sharded, DCP).",
+        "Use when loading a checkpoint fails or gives wrong results: tensors, dtypes, NaN/Inf, and missing, "
+        "unexpected, mis-shaped or renamed keys against compare_to.",
         READS),
     ToolSpec(
         "analyze_training_log", "tools.numerics.training_log:analyze_training_log",
         "tools.numerics.training_log:AnalyzeTrainingLogInput",
         "tools.numerics.training_log:AnalyzeTrainingLogResult", None,
-        "Use when loss goes NaN, spikes or diverges: loss, grad norm and lr by step from a training log, the "
-        "first non-finite step and spikes; with compare_to, the first step where two runs diverge.",
+        "Use when loss goes NaN, spikes or diverges: loss, grad norm and lr by step, the first non-finite "
+        "step and spikes; with compare_to, where two runs diverge.",
         READS),
 )
 

@@ -109,7 +109,7 @@ def _label(path: tuple[str | int, ...], surface: Surface) -> str:
 
 def validation_message(name: str, model: type[BaseModel], exc: ValidationError, surface: Surface = "mcp") -> str:
     """pydantic's errors retold: the argument, what it takes, what was given."""
-    from server.schemas import compact
+    from server.schemas import compact, describe
 
     schema = compact(model.model_json_schema(by_alias=True))
     properties = schema.get("properties", {})
@@ -135,54 +135,6 @@ def validation_message(name: str, model: type[BaseModel], exc: ValidationError, 
         else:
             parts.append(f"{label} takes {takes}, not {_shown(err.get('input'))}.")
     return render(f"{name}: " + " ".join(parts), surface, properties)
-
-
-def describe(prop: dict[str, Any], schema: dict[str, Any]) -> str:
-    """A property's JSON Schema in words: 'an integer from 1 to 20', "one of 'quick', 'full'"."""
-    if "$ref" in prop:
-        target = schema.get("$defs", {}).get(prop["$ref"].rsplit("/", 1)[-1], {})
-        fields = ", ".join(target.get("properties", {}))
-        return f"an object with {fields}" if fields else "an object"
-    for key in ("anyOf", "oneOf"):
-        if key in prop:
-            return " or ".join(describe(option_, schema) for option_ in prop[key])
-    if "enum" in prop:
-        return "one of " + ", ".join(repr(v) for v in prop["enum"])
-    if "const" in prop:
-        return repr(prop["const"])
-    kinds = prop.get("type")
-    if isinstance(kinds, list):
-        return " or ".join(describe({**prop, "type": k}, schema) for k in kinds)
-    words = {"string": "text", "integer": "an integer", "number": "a number", "boolean": "true or false",
-             "null": "null", "object": "an object", "array": "a list"}
-    text = words.get(kinds, "a value")
-    if kinds == "array" and isinstance(prop.get("items"), dict):
-        text = f"a list of {_plural(describe(prop['items'], schema))}"
-    if kinds == "object" and isinstance(prop.get("additionalProperties"), dict):
-        text = f"an object of NAME: {describe(prop['additionalProperties'], schema)}"
-    return text + _bounds(prop)
-
-
-def _bounds(prop: dict[str, Any]) -> str:
-    low, high = prop.get("minimum"), prop.get("maximum")
-    if low is not None and high is not None:
-        return f" from {low:g} to {high:g}"
-    words = []
-    if low is not None:
-        words.append(f">= {low:g}")
-    if prop.get("exclusiveMinimum") is not None:
-        words.append(f"> {prop['exclusiveMinimum']:g}")
-    if high is not None:
-        words.append(f"<= {high:g}")
-    if prop.get("exclusiveMaximum") is not None:
-        words.append(f"< {prop['exclusiveMaximum']:g}")
-    if prop.get("minLength"):
-        words.append(f"at least {prop['minLength']} characters")
-    return (" " + " and ".join(words)) if words else ""
-
-
-def _plural(text: str) -> str:
-    return {"an integer": "integers", "a number": "numbers", "an object": "objects"}.get(text, text)
 
 
 def _shown(value: Any) -> str:

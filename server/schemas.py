@@ -44,8 +44,9 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
     for properties in _property_maps(schema):
         for prop in properties.values():
             kinds = prop.get("type")
-            if isinstance(kinds, list) and "null" in kinds and len(kinds) == 2:
-                prop["type"] = next(k for k in kinds if k != "null")
+            if isinstance(kinds, list) and "null" in kinds:
+                rest = [k for k in kinds if k != "null"]
+                prop["type"] = rest[0] if len(rest) == 1 else rest
             if "default" in prop and prop["default"] in (False, [], {}, ""):
                 del prop["default"]
             if isinstance(prop.get("description"), str):
@@ -107,23 +108,45 @@ def _schema(node: Any, output: bool) -> Any:
             out[key] = _schema(value, output)
         else:
             out[key] = value
+    if "enum" in out and isinstance(out.get("type"), str):
+        del out["type"]  # the choices say it
     return _merge_nullable(out)
 
 
 def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
-    """`anyOf: [{type: X, ...}, {type: null}]` -> `{type: [X, null], ...}` when X is a plain typed schema."""
-    options = node.get("anyOf")
-    if not isinstance(options, list) or len(options) != 2 or {"type": "null"} not in options:
-        return node
-    other = options[0] if options[1] == {"type": "null"} else options[1]
-    kind = other.get("type")
-    if not isinstance(kind, str) or "enum" in other or "const" in other:
-        return node
-    merged = {k: v for k, v in node.items() if k != "anyOf"}
-    merged.update(other)
-    merged["type"] = [kind, "null"]
-    return merged
+    """`anyOf` of plainly typed options -> one schema with a type list, when no keyword is ambiguous.
 
+    `[{type: string}, {type: array, items: ...}]` -> `{type: [string, array], items: ...}` and
+    `[{type: X}, {type: null}]` -> `{type: [X, null]}`: the same instances validate, since each merged
+    keyword (items, minimum, ...) applies only to its own type.
+    """
+    options = node.get("anyOf")
+    if not isinstance(options, list) or len(options) < 2:
+        return node
+    kinds: list[str] = []
+    merged: dict[str, Any] = {}
+    for option in options:
+        kind = option.get("type") if isinstance(option, dict) else None
+        if not isinstance(kind, str) or kind in kinds:
+            return node
+        extra = {k: v for k, v in option.items() if k != "type"}
+        if any(k not in _TYPE_SPECIFIC.get(kind, ()) or k in merged for k in extra):
+            return node
+        kinds.append(kind)
+        merged.update(extra)
+    out = {k: v for k, v in node.items() if k != "anyOf"}
+    out.update(merged)
+    out["type"] = kinds
+    return out
+
+
+_TYPE_SPECIFIC = {
+    "array": ("items", "prefixItems", "minItems", "maxItems", "uniqueItems"),
+    "object": ("properties", "additionalProperties", "required", "minProperties", "maxProperties"),
+    "string": ("minLength", "maxLength", "pattern", "format"),
+    "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    "integer": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+}
 
 SHARED_MIN_TOOLS = 3
 _PHASE_NOTE = re.compile(r"\s*\(advances Phase \d\)")
@@ -165,21 +188,108 @@ def generate(specs: tuple[ToolSpec, ...] = TOOLS) -> dict[str, Any]:
 
 
 def _share_descriptions(tools: dict[str, dict[str, Any]]) -> dict[str, str]:
-    takers: dict[str, list[dict[str, Any]]] = {}
+    """Move descriptions that SHARED_MIN_TOOLS or more tools repeat word for word into one glossary.
+
+    An argument (session_id, python, cwd, timeout_s...) whose wording several tools repeat is
+    described once; a tool that words it differently keeps its own. A nested object several tools
+    take (`slurm`) is spelled out once too. Types, bounds and defaults stay in every schema.
+    """
+    shared_defs = _share_definitions(tools)
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for schema in tools.values():
-        required = set(schema["input"].get("required", ()))
         for name, prop in schema["input"].get("properties", {}).items():
-            if name not in required and "description" in prop:
-                takers.setdefault(name, []).append(prop)
-    shared = {}
-    for name, props in takers.items():
-        if len(props) >= SHARED_MIN_TOOLS:
-            # the wording most tools use (on a tie the catalog's first); the phase is in each tool's description
-            texts = [_PHASE_NOTE.sub("", prop["description"]) for prop in props]
-            shared[name] = min(texts, key=lambda text: (-texts.count(text), texts.index(text)))
+            if "description" in prop:
+                groups.setdefault((name, _PHASE_NOTE.sub("", prop["description"])), []).append(prop)
+    shared: dict[str, str] = {}
+    for (name, text), props in sorted(groups.items(), key=lambda item: -len(item[1])):
+        if len(props) >= SHARED_MIN_TOOLS and name not in shared:
+            shared[name] = text
             for prop in props:
                 del prop["description"]
+    return {**shared, **shared_defs}
+
+
+def _share_definitions(tools: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """A nested object that several tools take (the same $defs entry) is spelled out once, in the glossary.
+
+    Each tool's schema keeps the argument as an object; the server validates its fields either way.
+    """
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for schema in tools.values():
+        for name, definition in schema["input"].get("$defs", {}).items():
+            seen.setdefault(name + json.dumps(definition, sort_keys=True), []).append(schema["input"])
+    shared: dict[str, str] = {}
+    for key, holders in seen.items():
+        if len(holders) < SHARED_MIN_TOOLS:
+            continue
+        def_name = next(name for name in holders[0]["$defs"] if key == name + json.dumps(
+            holders[0]["$defs"][name], sort_keys=True))
+        definition = holders[0]["$defs"][def_name]
+        ref = {"$ref": f"#/$defs/{def_name}"}
+        for schema in holders:
+            del schema["$defs"][def_name]
+            if not schema["$defs"]:
+                del schema["$defs"]
+            for argument, prop in schema["properties"].items():
+                if prop == ref or ref in prop.get("anyOf", ()):
+                    description = prop.pop("description", None) or definition.get("description", "")
+                    prop.pop("anyOf", None)
+                    prop.pop("$ref", None)
+                    prop["type"] = "object"  # optional: omitted rather than null, as compact_input does
+                    fields = "; ".join(f"{field} ({describe(sub, definition)}"
+                                       + (f", default {sub['default']}" if "default" in sub else "") + ")"
+                                       + (f": {sub['description'].rstrip('.')}" if sub.get("description") else "")
+                                       for field, sub in definition.get("properties", {}).items())
+                    shared[argument] = f"{description} An object with: {fields}".strip()
     return shared
+
+
+def describe(prop: dict[str, Any], schema: dict[str, Any]) -> str:
+    """A property's JSON Schema in words: 'an integer from 1 to 20', "one of 'quick', 'full'"."""
+    if "$ref" in prop:
+        target = schema.get("$defs", {}).get(prop["$ref"].rsplit("/", 1)[-1], {})
+        fields = ", ".join(target.get("properties", {}))
+        return f"an object with {fields}" if fields else "an object"
+    for key in ("anyOf", "oneOf"):
+        if key in prop:
+            return " or ".join(describe(option_, schema) for option_ in prop[key])
+    if "enum" in prop:
+        return "one of " + ", ".join(repr(v) for v in prop["enum"])
+    if "const" in prop:
+        return repr(prop["const"])
+    kinds = prop.get("type")
+    if isinstance(kinds, list):
+        return " or ".join(describe({**prop, "type": k}, schema) for k in kinds)
+    words = {"string": "text", "integer": "an integer", "number": "a number", "boolean": "true or false",
+             "null": "null", "object": "an object", "array": "a list"}
+    text = words.get(kinds, "a value")
+    if kinds == "array" and isinstance(prop.get("items"), dict):
+        text = f"a list of {_plural(describe(prop['items'], schema))}"
+    if kinds == "object" and isinstance(prop.get("additionalProperties"), dict):
+        text = f"an object of NAME: {describe(prop['additionalProperties'], schema)}"
+    return text + _bounds(prop)
+
+
+def _bounds(prop: dict[str, Any]) -> str:
+    low, high = prop.get("minimum"), prop.get("maximum")
+    if low is not None and high is not None:
+        return f" from {low:g} to {high:g}"
+    words = []
+    if low is not None:
+        words.append(f">= {low:g}")
+    if prop.get("exclusiveMinimum") is not None:
+        words.append(f"> {prop['exclusiveMinimum']:g}")
+    if high is not None:
+        words.append(f"<= {high:g}")
+    if prop.get("exclusiveMaximum") is not None:
+        words.append(f"< {prop['exclusiveMaximum']:g}")
+    if prop.get("minLength"):
+        words.append(f"at least {prop['minLength']} characters")
+    return (" " + " and ".join(words)) if words else ""
+
+
+def _plural(text: str) -> str:
+    return {"an integer": "integers", "a number": "numbers", "an object": "objects"}.get(text, text)
 
 
 def glossary(shared: dict[str, str]) -> str:
@@ -187,7 +297,7 @@ def glossary(shared: dict[str, str]) -> str:
     if not shared:
         return ""
     lines = "\n".join(f"- {name}: {text}" for name, text in shared.items())
-    return f"Optional arguments many tools take (described here once, not in each tool):\n{lines}\n"
+    return f"Arguments several tools share (described here once, not in each tool's schema):\n{lines}\n"
 
 
 def _object_root(schema: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ class ReproduceInput(RunFields):
     symptom), runs failing otherwise are a different_failure, not a reproduction. A failing command is a
     successful call. Phase 1 of the protocol."""
 
-    runs: int = Field(2, description=f"How many times to run the command, 1..{MAX_RUNS}.")
+    runs: int = Field(2, ge=1, le=MAX_RUNS, description=f"How many times to run the command, 1..{MAX_RUNS}.")
     expect: str | None = Field(None, description="A text or regex the failure must show (e.g. \"AttributeError: "
                                                  "module 'numpy'\"). Default with a session: the session's symptom "
                                                  "(its category and keywords) is the yardstick.")

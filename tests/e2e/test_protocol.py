@@ -125,7 +125,7 @@ async def test_gate_over_stdio(project: Path, no_leftover_processes: None) -> No
         assert "joins several causes" in text
         text = error_text(await client.call_tool("verify_hypothesis", {**GOOD, "session_id": sid,
                                                                        "confidence": 2}))
-        assert "confidence must be between 0 and 1" in text
+        assert "confidence takes a number from 0 to 1, not 2" in text
         text = error_text(await client.call_tool("verify_hypothesis", {**GOOD, "session_id": sid, "disproof": ""}))
         assert "no disproof" in text
 

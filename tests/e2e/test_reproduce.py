@@ -194,8 +194,8 @@ async def test_bad_input_is_a_specific_tool_error(repo: Path) -> None:
     cases = [
         ("reproduce", {"command": "  "}, "command is empty"),
         ("reproduce", {"command": "no-such-program-xyz --help"}, "command not found: no-such-program-xyz"),
-        ("reproduce", {"command": "python -V", "runs": 0}, "runs must be between 1 and 20, got 0"),
-        ("reproduce", {"command": "python -V", "runs": 21}, "runs must be between 1 and 20, got 21"),
+        ("reproduce", {"command": "python -V", "runs": 0}, "runs takes an integer from 1 to 20, not 0"),
+        ("reproduce", {"command": "python -V", "runs": 21}, "runs takes an integer from 1 to 20, not 21"),
         ("reproduce", {"command": "python -V", "timeout_s": 0}, "timeout_s must be > 0"),
         ("reproduce", {"command": "python -V", "idle_timeout_s": -1}, "idle_timeout_s must be > 0"),
         ("reproduce", {"command": "python -V", "cwd": ".."}, "outside the root"),

@@ -39,7 +39,7 @@ class CheckConstraintsInput(BaseModel):
         "the diagnosis keywords and message.")
     session_id: str | None = Field(None, description="Session id from start_session: records evidence, boosts "
                                    "entries of the diagnosis category.")
-    top_k: int = Field(5, description="How many ranked entries to return (1-50).")
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K, description="How many ranked entries to return (1-50).")
     paths: list[str] | None = Field(
         None, description="Changed files to check against generated-path guards (relative to the root). "
         "Default: the working tree's changes (staged, unstaged, untracked).")
