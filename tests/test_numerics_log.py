@@ -242,3 +242,16 @@ async def test_plot_image_over_mcp(logs: Path) -> None:
 
         assert base64.b64decode(result.content[1].data)[:8] == PNG_MAGIC
         assert structured(result)["plot_path"].startswith(".rootcause/plots/")
+
+
+async def test_session_report_links_the_plot(logs: Path) -> None:
+    from tools.sessions import SessionStore, StartSessionInput, start_session
+    from tools.sessions.report import render_report
+
+    ctx = ToolContext.for_root(logs)
+    session = start_session(StartSessionInput(symptom="loss is NaN after step 36"), ctx)
+    result = await run(logs, path="hf_trainer_nan.log", plot=True, session_id=session.session_id)
+    state = SessionStore(ctx.workspace).load(session.session_id)
+    assert state.evidence[-1].data["plot_path"] == result.plot_path
+    report = render_report(state)
+    assert f"![analyze_training_log plot]({result.plot_path})" in report and (logs / result.plot_path).is_file()

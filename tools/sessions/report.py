@@ -37,5 +37,6 @@ def render_report(state: SessionState) -> str:
     for ev in state.evidence:
         where = f" (Phase {ev.phase})" if ev.phase else ""
         lines += [f"### {ev.seq}. {ev.tool}{where} — {ev.at}", "", ev.summary.strip(), ""]
+        lines += [f"![{ev.tool} plot]({ev.data['plot_path']})", ""] if ev.data.get("plot_path") else []
     return "\n".join(lines).rstrip() + "\n"
 
