@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import error_text, memory_client, structured
+from tests.conftest import error_text, git, memory_client, structured
 from tests.protocol_project import REPRODUCER, SYMPTOM, edit, make_project, record_baseline
 from tools.baseline import Baseline
 from tools.context import ToolContext
@@ -287,3 +287,33 @@ async def test_mcp_schema_and_refusal(project: Path) -> None:
         assert "joins several causes" in text and "alternatives" in text
         data = structured(await client.call_tool("verify_hypothesis", {**GOOD, "session_id": sid}))
         assert data["result"] == "supported" and data["gate"]["checks"]
+
+
+@pytest.mark.anyio
+async def test_one_variable_is_not_checked_for_a_copy_outside_the_root(project: Path, tmp_path: Path) -> None:
+    sid = await _session(project)
+    edit(project, "1, 2, 3", "1, 2, 3, 4", name="data.json")  # the user's unrelated edit
+    copy = tmp_path / "patched-copy"
+    copy.mkdir()
+    (copy / "stats.py").write_text((project / "stats.py").read_text().replace(
+        'os.environ.get("THRESHOLD", "10")', 'os.environ.get("THRESHOLD", "0")'))
+    result = await _verify(project, sid, command=f"python {copy / 'stats.py'} data.json",
+                           changed="THRESHOLD default 10 -> 0 in a patched copy")
+    check = {c.name: c for c in result.gate.checks}["one_variable"]
+    assert not check.passed and check.why.startswith("not checked:") and str(copy) in check.why
+    assert result.changes == "not seen"
+
+
+@pytest.mark.anyio
+async def test_one_variable_checks_the_worktree_the_experiment_ran_in(project: Path) -> None:
+    sid = await _session(project)
+    edit(project, "1, 2, 3", "1, 2, 3, 4", name="data.json")  # the user's unrelated edit, not the experiment's
+    tree = project / ".rootcause" / "worktrees" / "exp"
+    git(project, "worktree", "add", "-q", "--detach", str(tree), "HEAD")
+    edit(tree, 'os.environ.get("THRESHOLD", "10")', 'os.environ.get("THRESHOLD", "0")')
+    result = await _verify(project, sid, command="python stats.py data.json", cwd=".rootcause/worktrees/exp",
+                           changed="THRESHOLD default 10 -> 0")
+    check = {c.name: c for c in result.gate.checks}["one_variable"]
+    assert check.passed, check.why
+    assert f"in {tree.resolve()} against its HEAD" in check.why and "stats.py" in check.why
+    assert "data.json" not in check.why

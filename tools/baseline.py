@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import git
 from pydantic import BaseModel, Field
 
 from tools import gitrepo
+from tools.errors import UsageError
 from tools.sessions import SessionState
 
 FALLBACK_FACT = "baseline_fallback"
@@ -111,63 +111,52 @@ class TreeChanges(BaseModel):
         return moved + "; ".join(f.one_line() for f in self.files)
 
 
-def _start_blob(repo: Any, start_head: str | None, path: str, start_files: dict[str, str]) -> str:
+def _start_blob(top: Path, start_head: str | None, path: str, start_files: dict[str, str]) -> str:
     if path in start_files:
         return start_files[path]
     if start_head is None:
         return "missing"
-    # One-off git commands, not gitpython's object database: that keeps a `git cat-file` child alive.
-    try:
-        return repo.git.rev_parse("--verify", "--quiet", f"{start_head}:{path}")
-    except git.GitCommandError:
-        return "missing"
-
-
-def _hunks(repo: Any, start_head: str, path: str) -> tuple[int, int, int]:
-    text = repo.git.diff("-U0", "--no-color", "--no-ext-diff", start_head, "--", path)
-    hunks = added = removed = 0
-    for line in text.splitlines():
-        if line.startswith("@@"):
-            hunks += 1
-        elif line.startswith("+") and not line.startswith("+++"):
-            added += 1
-        elif line.startswith("-") and not line.startswith("---"):
-            removed += 1
-    return hunks, added, removed
+    return gitrepo.object_at(top, start_head, path) or "missing"
 
 
 def tree_changes(root: Path, state: SessionState) -> TreeChanges | None:
     """Files whose content differs from what they were when the session started (None outside git)."""
     try:
-        return _tree_changes(root, state)
-    except (git.GitCommandError, ValueError, OSError):
+        return _tree_changes(root, state.head, state.start_files)
+    except (gitrepo.GitFailed, UsageError, ValueError, OSError):
         return None  # a repository git cannot read (no commits, a corrupt index): the check says it cannot tell
 
 
-def _tree_changes(root: Path, state: SessionState) -> TreeChanges | None:
-    repo = gitrepo.repo_for(root)
-    if repo is None or not repo.working_tree_dir:
+def worktree_changes(tree: Path) -> TreeChanges | None:
+    """A separate working tree (a git worktree, a cloned copy) against its own HEAD: what the experiment changed."""
+    try:
+        return _tree_changes(tree, gitrepo.head_sha(tree), {})
+    except (gitrepo.GitFailed, UsageError, ValueError, OSError):
         return None
-    top = Path(repo.working_tree_dir)
+
+
+def _tree_changes(root: Path, start_head: str | None, start_files: dict[str, str]) -> TreeChanges | None:
+    top = gitrepo.top_level(root)
+    if top is None:
+        return None
     head = gitrepo.head_sha(root)
-    start_head = state.head
-    candidates = set(state.start_files) | set(gitrepo.changed_files(root))
+    candidates = set(start_files) | set(gitrepo.changed_files(root))
     if start_head and head and start_head != head:
-        candidates |= set(repo.git.diff("--name-only", "--no-renames", start_head, head).splitlines())
+        candidates |= set(gitrepo.files_changed_between(root, start_head, head))
     changes = TreeChanges(start_head=start_head, head=head)
-    untracked = set(repo.untracked_files)
+    untracked = set(gitrepo.untracked_files(root))
     for path in sorted(p for p in candidates if p):
         now = gitrepo.blob_sha(top / path)
-        if now == _start_blob(repo, start_head, path, state.start_files):
+        if now == _start_blob(top, start_head, path, start_files):
             continue
-        if path in state.start_files:
+        if path in start_files:
             changes.files.append(FileChange(path=path, note="edited again; it already had uncommitted changes "
                                                            "at the session start, so its hunks are not counted"))
         elif path in untracked or start_head is None:
             lines = (top / path).read_text(encoding="utf-8", errors="replace").count("\n") if now != "missing" else 0
             changes.files.append(FileChange(path=path, hunks=1, added=lines, removed=0, note="new file"))
         else:
-            hunks, added, removed = _hunks(repo, start_head, path)
+            hunks, added, removed = gitrepo.diff_hunks(top, start_head, path)
             changes.files.append(FileChange(path=path, hunks=hunks, added=added, removed=removed,
                                             note="deleted" if now == "missing" else ""))
     return changes

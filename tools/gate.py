@@ -13,6 +13,7 @@ from pydantic import BaseModel
 from tools.baseline import Baseline, TreeChanges
 from tools.errors import UsageError
 from tools.evidence import Observation, from_expect, matches
+from tools.evidence.trees import ExperimentTree
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
 EXPECT_WORDS = ("pass", "fail", "same_signature", "different_signature")
@@ -155,29 +156,38 @@ class Gate(BaseModel):
         return cls(passed=all(c.passed for c in checks), checks=checks)
 
 
-def one_variable(changes: TreeChanges | None, changed: str, env: dict[str, str]) -> GateCheck:
+def one_variable(changes: TreeChanges | None, changed: str, env: dict[str, str],
+                 tree: ExperimentTree | None = None) -> GateCheck:
+    """One thing changed, judged in the tree the experiment ran in (never the user's tree for another one)."""
+    if tree is not None and tree.kind == "unseen":
+        return GateCheck(name="one_variable", passed=False,
+                         why=f"not checked: {tree.why}; run the experiment in the working tree or a git worktree "
+                             "inside the root so the change can be checked")
     if changes is None:
         return GateCheck(name="one_variable", passed=False,
-                         why="the root is not a git repository: what the experiment changed cannot be checked")
+                         why="not checked: the tree the experiment ran in is not a git repository, so what it "
+                             "changed cannot be seen")
+    other = tree is not None and tree.kind == "other_tree"
+    since = f"in {tree.path} against its HEAD" if other and tree is not None else "since the session start"
     env_note = f" (env overrides: {', '.join(sorted(env))})" if env else ""
-    moved = changes.summary().split(";")[0] + "; " if changes.head_moved and changes.start_head else ""
+    moved = changes.summary().split(";")[0] + "; " if changes.head_moved and changes.start_head and not other else ""
     if not changes.files:
         return GateCheck(name="one_variable", passed=True,
-                         why=f"{moved}no file differs from the session start: the experiment changed only its "
+                         why=f"{moved}no file differs {since}: the experiment changed only its "
                              f"command or environment{env_note} — stated as: {changed}")
     if len(changes.files) == 1:
         only = changes.files[0]
         if only.hunks is not None and only.hunks > MAX_HUNKS_ONE_CHANGE:
             return GateCheck(name="one_variable", passed=False,
-                             why=f"{moved}one file changed since the session start but in {only.hunks} separate "
+                             why=f"{moved}one file changed {since} but in {only.hunks} separate "
                                  f"places ({only.one_line()}): that may be several changes; keep only the one "
                                  f"the experiment is about")
         return GateCheck(name="one_variable", passed=True,
-                         why=f"{moved}one file changed since the session start: {only.one_line()}{env_note}")
+                         why=f"{moved}one file changed {since}: {only.one_line()}{env_note}")
     names = ", ".join(f.one_line() for f in changes.files[:8])
     more = f" and {len(changes.files) - 8} more" if len(changes.files) > 8 else ""
     return GateCheck(name="one_variable", passed=False,
-                     why=f"{moved}{len(changes.files)} files changed since the session start: {names}{more}; "
+                     why=f"{moved}{len(changes.files)} files changed {since}: {names}{more}; "
                          f"the experiment changes more than one thing — revert or stash all but the change "
                          f"under test, then rerun")
 

@@ -6,11 +6,12 @@ from pydantic import Field
 
 import prompts
 from tools import protocol
-from tools.baseline import FALLBACK_FACT, Baseline, TreeChanges, baseline_of, tree_changes
+from tools.baseline import FALLBACK_FACT, Baseline, TreeChanges, baseline_of, tree_changes, worktree_changes
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.evidence import Observation, RunFields, yardstick
+from tools.evidence import Observation, RunFields, declare, yardstick
 from tools.evidence.records import HypothesisEvidence, evidence_of
+from tools.evidence.trees import experiment_tree
 from tools.experiment import run_command
 from tools.gate import (
     Expectation,
@@ -73,7 +74,9 @@ class VerifyHypothesisResult(ToolResult):
     expect: str
     runs: list[Observation]
     baseline: Baseline | None
-    changes: str = Field(description="What differs in the tree since the session started.")
+    changes: str = Field(description="What differs in the tree the experiment ran in: the working tree since the "
+                                     "session started, or a worktree / copy against its own HEAD.")
+    experiment_tree: str = Field("", description="Which tree the experiment's code came from.")
     gate: Gate
     disproof_observed: bool | None
     needs_review: bool
@@ -132,7 +135,7 @@ def _evidence(inp: VerifyHypothesisInput, state: SessionState, observed_runs: li
         lines += ["  - output of the first run (tail):", "", "```text", tail, "```", ""]
     lines += [f"- Expected: {expect.describe()}",
               f"- The one thing changed (as stated): {inp.changed.strip()}",
-              f"- Working tree since the session start: {changes.summary() if changes else 'not a git repository'}",
+              f"- What changed in the tree the experiment ran in: {changes.summary() if changes else 'not seen'}",
               f"- Disproof stated: {inp.disproof.strip()} — "
               f"{ {True: 'observed', False: 'not observed', None: 'not checkable by the run'}[observed] }",
               f"- Alternatives named: {'; '.join(inp.alternatives) or 'none'}"]
@@ -186,7 +189,11 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
         state = protocol.switch_to_full(store, state, switched)
     baseline = baseline_of(state)
     runs_wanted = max(inp.runs, FLAKY_RUNS) if baseline is not None and baseline.flaky else inp.runs
-    changes = tree_changes(ctx.root, state)  # the tree the experiment runs on
+    tree = experiment_tree(declare(inp, ctx.workspace, label="verify_hypothesis"), ctx.root)
+    if tree.kind == "root":
+        changes = tree_changes(ctx.root, state)
+    else:  # a worktree or copy inside the root: against its own base; outside the root: not seen
+        changes = worktree_changes(tree.path) if tree.kind == "other_tree" and tree.path else None
     observed_runs = await run_command(inp, ctx, runs=runs_wanted, label="verify_hypothesis",
                                       yardstick=yardstick(None, state))
     runs = [r for r, _ in observed_runs]
@@ -199,7 +206,7 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
     verdict, reason = judge(expect, observed_runs, baseline)
     disproof, observed = disproof_checked(inp.disproof, inp.disproof_regex, verdict, observed_runs, baseline)
     gate = Gate.of([
-        one_variable(changes, inp.changed, {**inp.env}),
+        one_variable(changes, inp.changed, {**inp.env}, tree),
         evidence_vs_correlation(verdict, reason, expect, runs, baseline),
         alternatives_named(inp.alternatives),
         disproof,
@@ -214,7 +221,8 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
     reopened = verdict == "supported" and state.status == "stopped"
     result = VerifyHypothesisResult(
         session_id=state.session_id, number=number, result=verdict, reason=reason, expect=expect.describe(),
-        runs=runs, baseline=baseline, changes=changes.summary() if changes else "not a git repository",
+        runs=runs, baseline=baseline, experiment_tree=tree.why,
+        changes=changes.summary() if changes else ("not seen" if tree.kind == "unseen" else "not a git repository"),
         gate=gate, disproof_observed=observed, needs_review=needs_review, review_prompt=review_prompt,
         confidence=inp.confidence, session_status="open" if reopened else state.status,
         next=(f"{switched}. " if switched else "") + _next(verdict, needs_review, reopened),
