@@ -391,6 +391,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         if stem and _in_root(root, f"{stem}.py"):
             error.template += f" in {stem}"
     frames = (error.frames if error else [])[-MAX_FRAMES:]
+    if not summaries and category == "hang":
+        summaries = stacks_in_log(text, root)  # a hung job's log with the dumps its processes wrote
     if category == "hang":
         signature = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)
     elif error is not None:
@@ -416,7 +418,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         message = f"no progress ({timed_out or 'timeout'} timeout)" + (f"; waiting in {', '.join(waits)}"
                                                                       if waits else "")
     if not message.strip():
-        message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "")
+        message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "no error line in the output")
     excerpt = _excerpt(lines, error, text)
     return Diagnosis(
         category=category,
