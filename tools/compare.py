@@ -327,13 +327,14 @@ def _compare_env(good: Side, bad: Side, compared: list[str]) -> list[Difference]
 async def _compare_packages(good: Side, bad: Side, ws, compared: list[str], notes: list[str]) -> list[Difference]:
     if good.python is None and bad.python is None:
         return []
-    from tools.interpreters import freeze, resolve_python
+    from tools.interpreters import choose_interpreter, freeze
 
-    g_python = good.python or resolve_python(ws, None)
-    b_python = bad.python or resolve_python(ws, None)
-    for side, python in ((good, g_python), (bad, b_python)):
+    default = choose_interpreter(ws, None)  # the one rule: the project's .venv, else rootcause's own (said so)
+    g_python = good.python or default.path
+    b_python = bad.python or default.path
+    for side in (good, bad):
         if side.python is None:
-            notes.append(f"{side.name} gives no python: the project's interpreter {python} is used for it")
+            notes.append(f"{side.name} gives no python: {default.describe()} is used for it")
     if g_python == b_python:
         notes.append(f"both sides use the interpreter {g_python}: packages not compared")
         return []
