@@ -428,3 +428,23 @@ async def test_bisect_commits_follows_the_first_parent_line_of_a_merge(tmp_path:
     assert result.status == "found", result.summary()
     assert result.first_bad_commit.subject == "merge feature" and "it is a merge" in result.detail
     assert result.candidates == 5  # good, change 2, main: unrelated, the merge, main: later
+
+
+@pytest.mark.parametrize("locked", [True, False], ids=["uv.lock", "no-lock"])
+async def test_bisect_env_relative_path_source(tmp_path: Path, locked: bool) -> None:
+    """[tool.uv.sources] libdep = { path = "../libdep" }: the environments resolve it from the project (a copied
+    pyproject.toml used to look for ../libdep under .rootcause/envs/)."""
+    shutil.copytree(BISECT / "pathdep", tmp_path / "ws")
+    root = tmp_path / "ws" / "app"
+    if locked:
+        uv_lock(root)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "app with a sibling library")
+    before = snapshot(root)
+    result = await bisect_env(BisectEnvInput(package="click", version="8.2.0", command="python repro.py",
+                                             keep=False), ToolContext.for_root(root))
+    assert result.verdict == "version_flips_outcome", result.summary()
+    assert "hello from libdep" in (root / result.env_a.log_path).read_text()
+    assert "mix_stderr" in result.env_b.error
+    assert snapshot(root) == before  # no uv.lock written into the user's tree

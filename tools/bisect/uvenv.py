@@ -1,10 +1,12 @@
 """uv environments under `.rootcause/envs/<key>/`: build, cache, freeze, diff and reconcile.
 
-An environment is a base (the project synced from its lock, or a copy of an interpreter's
-freeze) plus at most one override `package==version`. The override is installed with the
+An environment is a base (the project synced from its lock — or resolved from pyproject.toml
+without one —, or a copy of an interpreter's freeze), the project itself installed editable
+from the tree under test (its console scripts and metadata exist), plus at most one override
+`package==version`. The override is installed with the
 base's own freeze as constraints and the target as an override, so the resolver may not
 float any other package: it either keeps every other version or reports a conflict.
-Environments are cached by key (base fingerprint, extras, groups, override, interpreter):
+Environments are cached by key (base fingerprint, extras, groups, override, interpreter, source):
 a repeated bisect finds them ready and only re-reads their freeze.
 """
 
@@ -180,43 +182,69 @@ async def _populate(ws: Workspace, base: Base, folder: Path, venv: Path, python:
             logs.append(log)
         await _install_project(ws, base, python, timeout_s, logs)
         return
-    locked = (base.source / "uv.lock").is_file()
-    if locked:
-        # In place and --frozen: uv reads the lock without writing it, [tool.uv.sources] paths resolve from
-        # the project, and uv installs the project itself (editable) like the user's own `uv sync`.
-        project = base.source
+    if (base.source / "uv.lock").is_file():
+        await _sync_locked(ws, base, venv, python, timeout_s, logs)
     else:
-        project = folder / "project"  # a copy: uv must not write a uv.lock into the user's tree
-        project.mkdir(exist_ok=True)
-        for name in PROJECT_FILES:
-            if (base.source / name).is_file():
-                shutil.copy2(base.source / name, project / name)
-    args = ["sync", "--python", str(python)]
-    if locked:
-        args.append("--frozen")
-    else:
-        args.append("--no-install-project")
+        await _sync_unlocked(ws, base, folder, python, timeout_s, logs)
+        await _install_project(ws, base, python, timeout_s, logs)
+
+
+async def _sync_locked(ws: Workspace, base: Base, venv: Path, python: Path, timeout_s: float,
+                       logs: list[str]) -> None:
+    """`uv sync --frozen` in place: uv reads the lock without writing it, [tool.uv.sources] paths resolve from the
+    project, and uv installs the project itself (editable) like the user's own `uv sync`."""
+    args = ["sync", "--frozen", "--python", str(python)]
     for extra in base.extras:
         args += ["--extra", extra]
     if base.groups is not None:
         args.append("--no-default-groups")
         for group in base.groups:
             args += ["--group", group]
-    _, log = await _uv(ws, args, step="uv sync", cwd=project, env={"UV_PROJECT_ENVIRONMENT": str(venv)},
+    _, log = await _uv(ws, args, step="uv sync", cwd=base.source, env={"UV_PROJECT_ENVIRONMENT": str(venv)},
                        timeout_s=timeout_s)
     logs.append(log)
-    if not locked:
-        await _install_project(ws, base, python, timeout_s, logs)
+
+
+async def _sync_unlocked(ws: Workspace, base: Base, folder: Path, python: Path, timeout_s: float,
+                         logs: list[str]) -> None:
+    """No uv.lock: resolve pyproject.toml with `uv pip compile` into the env's folder (nothing is written into the
+    user's tree; relative [tool.uv.sources] paths resolve from the project), then `uv pip sync` it."""
+    requirements = folder / "requirements.txt"
+    requirements.unlink(missing_ok=True)  # an old output file would be read as version preferences
+    args = ["pip", "compile", "--quiet", "--python", str(python), str(base.source / "pyproject.toml"),
+            "-o", str(requirements)]
+    for extra in base.extras:
+        args += ["--extra", extra]
+    for group in default_groups(base.source) if base.groups is None else base.groups:
+        args += ["--group", group]
+    _, log = await _uv(ws, args, step="uv pip compile", cwd=base.source, timeout_s=timeout_s)
+    logs.append(log)
+    _, log = await _uv(ws, ["pip", "sync", "--python", str(python), str(requirements)], step="uv pip sync",
+                       cwd=base.source, timeout_s=timeout_s)
+    logs.append(log)
+
+
+def _pyproject(source: Path) -> dict:
+    try:
+        return tomllib.loads((source / "pyproject.toml").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def default_groups(source: Path) -> tuple[str, ...]:
+    """The dependency groups `uv sync` installs by default: tool.uv.default-groups, else 'dev' when defined."""
+    data = _pyproject(source)
+    defined = data.get("dependency-groups", {})
+    chosen = data.get("tool", {}).get("uv", {}).get("default-groups", ["dev"])
+    if chosen == "all":
+        chosen = list(defined)
+    return tuple(g for g in chosen if isinstance(g, str) and g in defined)
 
 
 def project_name(source: Path) -> str | None:
     """The distribution name of a packaged project at `source` (one with a build system), else None."""
-    pyproject = source / "pyproject.toml"
-    if pyproject.is_file():
-        try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8", errors="replace"))
-        except tomllib.TOMLDecodeError:
-            return None
+    if (source / "pyproject.toml").is_file():
+        data = _pyproject(source)
         name = data.get("project", {}).get("name")
         packaged = "build-system" in data or data.get("tool", {}).get("uv", {}).get("package") is True
         if isinstance(name, str) and packaged:
