@@ -48,6 +48,22 @@ def test_facts_of_a_repository(repo: Path) -> None:
     assert gitrepo.is_ancestor(repo, head, head) and gitrepo.recent_commits(repo) == [git(repo, "log", "--oneline")]
 
 
+def test_paths_are_relative_to_the_top_from_a_subfolder(repo: Path) -> None:
+    sub = repo / "pkg"
+    sub.mkdir()
+    (sub / "mod.py").write_text("x = 1\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "pkg")
+    head = git(repo, "rev-parse", "HEAD")
+    (sub / "mod.py").write_text("x = 2\n")
+    (sub / "new.py").write_text("y = 1\n")
+    assert gitrepo.changed_files(sub) == ["pkg/mod.py", "pkg/new.py"]
+    assert gitrepo.untracked_files(sub) == ["pkg/new.py"]
+    assert gitrepo.diff_hunks(sub, head, "pkg/mod.py") == (1, 1, 1)
+    assert gitrepo.file_at(sub, head, "pkg/mod.py") == "x = 1\n"
+    assert gitrepo.top_level(sub) == repo and gitrepo.has_changes(sub, ".")
+
+
 def test_outside_a_repository(tmp_path: Path) -> None:
     assert gitrepo.head_sha(tmp_path) is None and gitrepo.changed_files(tmp_path) == []
     assert gitrepo.file_fingerprints(tmp_path) == {} and gitrepo.top_level(tmp_path) is None

@@ -228,7 +228,7 @@ def file_at(root: Path, commit: str, path: str) -> str | None:
 
 def diff_hunks(root: Path, old: str, path: str) -> tuple[int, int, int]:
     """(hunks, added lines, removed lines) of one file between a commit and the working tree."""
-    text = git(root, "diff", "-U0", "--no-color", "--no-ext-diff", old, "--", path)
+    text = git(root, "diff", "-U0", "--no-color", "--no-ext-diff", old, "--", f":(top){path}")
     hunks = added = removed = 0
     for line in text.splitlines():
         if line.startswith("@@"):
