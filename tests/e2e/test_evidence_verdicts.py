@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, stdio_client, structured
+from tests.e2e.test_reproduce import _commit
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
@@ -67,14 +68,6 @@ def test_masked_mse():
     value = struct.unpack("f", struct.pack("f", value))[0]
     assert value == 2.5
 '''
-
-
-def _commit(repo: Path, files: dict[str, str], message: str) -> None:
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
 
 
 def _venv(where: Path, *paths: str) -> Path:

@@ -8,9 +8,9 @@ recorded by an older version still read.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from tools.diagnosis import Diagnosis
 from tools.evidence.observation import Observation, diagnosis_line
@@ -63,28 +63,27 @@ def _partial_diagnosis(value: Any) -> Any:
     return value
 
 
+def _old_runs(value: Any) -> Any:
+    return [_old_run(v) for v in value] if isinstance(value, list) else value
+
+
+Runs = Annotated[list[Observation], BeforeValidator(_old_runs)]
+OneRun = Annotated[Observation | None, BeforeValidator(_old_run)]
+PartialDiagnosis = Annotated[Diagnosis | None, BeforeValidator(_partial_diagnosis)]
+
+
 @register
 class ReproduceEvidence(ToolEvidence):
     tool: ClassVar[str] = "reproduce"
 
     status: str | None = None
     command: list[str] = Field(default_factory=list)
-    runs: list[Observation] = Field(default_factory=list)
-    diagnosis: Diagnosis | None = None
+    runs: Runs = Field(default_factory=list)
+    diagnosis: PartialDiagnosis = None
     consistent: bool | None = None
     matches_symptom: bool | None = None
     expected: str | None = None
     outside_root: list[str] = Field(default_factory=list)
-
-    @field_validator("runs", mode="before")
-    @classmethod
-    def _runs(cls, value: Any) -> Any:
-        return [_old_run(v) for v in value] if isinstance(value, list) else value
-
-    @field_validator("diagnosis", mode="before")
-    @classmethod
-    def _diagnosis(cls, value: Any) -> Any:
-        return _partial_diagnosis(value)
 
     def error(self) -> str | None:
         d = self.diagnosis
@@ -102,13 +101,8 @@ class ReproduceEvidence(ToolEvidence):
 class DiagnoseLogEvidence(ToolEvidence):
     tool: ClassVar[str] = "diagnose_log"
 
-    diagnosis: Diagnosis | None = None
+    diagnosis: PartialDiagnosis = None
     source: str = ""
-
-    @field_validator("diagnosis", mode="before")
-    @classmethod
-    def _diagnosis(cls, value: Any) -> Any:
-        return _partial_diagnosis(value)
 
 
 class GateCheckRecord(BaseModel):
@@ -143,13 +137,8 @@ class HypothesisEvidence(ToolEvidence):
     gate: GateRecord = Field(default_factory=GateRecord)
     needs_review: bool = False
     disproof_observed: bool | None = None
-    runs: list[Observation] = Field(default_factory=list)
+    runs: Runs = Field(default_factory=list)
     changes: str = ""
-
-    @field_validator("runs", mode="before")
-    @classmethod
-    def _runs(cls, value: Any) -> Any:
-        return [_old_run(v) for v in value] if isinstance(value, list) else value
 
     def protocol_lines(self, seq: int) -> list[str]:
         failed = [c.name for c in self.gate.checks if not c.passed]
@@ -171,17 +160,12 @@ class FixAttemptEvidence(ToolEvidence):
     fixed: bool = False
     judged: bool = True
     reason: str = ""
-    run: Observation | None = None
+    run: OneRun = None
     original_signature: str | None = None
     signature_gone: bool | None = None
     consecutive_failures: int | None = None
     stop: bool = False
     path_switched: list[str] = Field(default_factory=list)
-
-    @field_validator("run", mode="before")
-    @classmethod
-    def _run(cls, value: Any) -> Any:
-        return _old_run(value)
 
     def protocol_lines(self, seq: int) -> list[str]:
         verdict = "fixed" if self.fixed else "STOP" if self.stop else "not fixed" if self.judged else "not judged"
