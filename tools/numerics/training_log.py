@@ -176,9 +176,10 @@ def _series_line(name: str, s: SeriesSummary) -> str:
     if s.trailing_nonfinite == s.count:
         return f"{head.replace(', first -', '')}, every value non-finite (last {_num(s.final)})"
     if s.trailing_nonfinite:
-        return (f"{head}, range {_num(s.min)}..{_num(s.max)}; ENDS NON-FINITE: the last {s.trailing_nonfinite} "
-                f"values are NaN/Inf, from step {s.trailing_from_step} (last finite {_num(s.last)} at step "
-                f"{s.last_finite_step}, final {_num(s.final)})")
+        tail = "the last value is" if s.trailing_nonfinite == 1 else f"the last {s.trailing_nonfinite} values are"
+        return (f"{head}, range {_num(s.min)}..{_num(s.max)}; ENDS NON-FINITE: {tail} NaN/Inf, from step "
+                f"{s.trailing_from_step} (last finite {_num(s.last)} at step {s.last_finite_step}, final "
+                f"{_num(s.final)})")
     tail = f", {s.nonfinite} non-finite" if s.nonfinite else ""
     return f"{head}, last {_num(s.last)}, range {_num(s.min)}..{_num(s.max)}{tail}"
 
