@@ -405,8 +405,8 @@ async def test_bisect_commits_expect_skips_another_failure(tmp_path: Path) -> No
     assert plain.first_bad_commit.sha == shas[2]  # without expect, any failure is bad
 
 
-async def test_bisect_commits_follows_the_first_parent_line_of_a_merge(tmp_path: Path) -> None:
-    """A bug on a side branch: the first bad commit on the main line is the merge that brought it in."""
+async def test_bisect_commits_goes_through_a_merge_into_its_branch(tmp_path: Path) -> None:
+    """A bug on a side branch: the first-parent line finds the merge that brought it in, then the branch's commit."""
     root = tmp_path / "merge"
     shas = commit_series(root, [GOOD, GOOD])
     git(root, "checkout", "-q", "-b", "feature")
@@ -426,8 +426,31 @@ async def test_bisect_commits_follows_the_first_parent_line_of_a_merge(tmp_path:
     result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py",
                                                      keep=False), ToolContext.for_root(root))
     assert result.status == "found", result.summary()
-    assert result.first_bad_commit.subject == "merge feature" and "it is a merge" in result.detail
     assert result.candidates == 5  # good, change 2, main: unrelated, the merge, main: later
+    merge = git(root, "rev-parse", "--short=10", "HEAD~1")
+    assert result.first_bad_commit.subject == "feature: faster add" and result.via_merges == [merge]
+    assert result.last_good == shas[1]  # the merge base: the branch starts there
+    assert f"inside the branch merged by {merge}" in result.detail
+
+
+async def test_bisect_commits_a_merge_that_breaks_what_each_side_keeps_working(tmp_path: Path) -> None:
+    """Each side passes on its own; only their combination fails: the merge itself is the first bad commit."""
+    root = tmp_path / "combo"
+    shas = commit_series(root, [GOOD])
+    git(root, "checkout", "-q", "-b", "feature")
+    (root / "extra.py").write_text("OFFSET = 1  # only read when calc.py asks for it\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "feature: an offset setting")
+    git(root, "checkout", "-q", "main")
+    (root / "calc.py").write_text("try:\n    from extra import OFFSET\nexcept ImportError:\n    OFFSET = 0\n\n\n"
+                                  "def add(a, b):\n    return a + b + OFFSET\n")
+    git(root, "commit", "-q", "-am", "main: honour an offset setting")
+    git(root, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py",
+                                                     keep=False), ToolContext.for_root(root))
+    assert result.status == "found", result.summary()
+    assert result.first_bad_commit.subject == "merge feature" and result.via_merges == []
+    assert "merged branch passes on its own" in result.detail
 
 
 @pytest.mark.parametrize("locked", [True, False], ids=["uv.lock", "no-lock"])

@@ -37,6 +37,7 @@ from tools.runner import RunSpec, parse_command, run_captured, run_process
 Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]
 WORKTREE = "bisect-commits"
 SKIP_EXIT = 125  # git bisect run's "cannot test this commit"
+MAX_MERGE_DEPTH = 5
 
 
 class BisectCommitsInput(ReproducerFields):
@@ -46,8 +47,8 @@ class BisectCommitsInput(ReproducerFields):
     uncommitted edits are never touched). The reproducer exits 0 on good commits; a failure (a hang past
     timeout_s / idle_timeout_s included) that shows `expect` is bad. Exit code 125, a failing `setup` command, a
     failure other than `expect`, or a run that never reaches the code (command missing) skips the commit with the
-    reason. Merges: the search follows the first-parent line of bad (like `git bisect --first-parent`). Both
-    endpoints are checked first."""
+    reason. Merges: the search follows the first-parent line of bad (like `git bisect --first-parent`); when the
+    first bad commit there is a merge, it goes on inside the merged branch. Both endpoints are checked first."""
 
     good: str = Field(description="A ref where the reproducer passes (commit, tag, branch), an ancestor of bad.")
     bad: str = Field(description="A ref where the reproducer fails, e.g. 'HEAD'.")
@@ -91,6 +92,9 @@ class BisectCommitsResult(ToolResult):
                                  description="Skipped commits between last_good and first_bad (short shas).")
     detail: str = ""
     reason: str | None = Field(None, description="Why the search is inconclusive or could not be set up.")
+    via_merges: list[str] = Field(default_factory=list, description="Merges (short shas) the search went through: "
+                                                                    "the first bad commit came in with each one's "
+                                                                    "merged branch.")
     duration_s: float = 0.0
 
     def summary(self) -> str:
@@ -120,6 +124,19 @@ async def commit_info(ctx: ToolContext, sha: str, stat: bool = False) -> CommitI
         _, info.diff_stat = await _git(ctx, "show", "--stat", "--format=", sha)
         info.diff_stat = info.diff_stat.strip("\n")
     return info
+
+
+async def merged_branch(ctx: ToolContext, sha: str) -> list[str] | None:
+    """For a merge: its merge base and the first-parent line of its second parent ([base, ..., parent 2])."""
+    code, out = await _git(ctx, "rev-list", "--parents", "-n", "1", sha)
+    parents = out.split()[1:] if code == 0 else []
+    if len(parents) < 2:
+        return None
+    code, base = await _git(ctx, "merge-base", parents[0], parents[1])
+    if code != 0:
+        return None
+    code, out = await _git(ctx, "rev-list", "--first-parent", "--reverse", f"{base.strip()}..{parents[1]}")
+    return [base.strip(), *out.split()] if code == 0 and out.split() else None
 
 
 async def commit_range(ctx: ToolContext, good: str, bad: str) -> list[str]:
@@ -221,17 +238,42 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
         return verdict(await test(order[i]))
 
     found = await bisect(len(order), judge)
+    line = order
+    merge_note = ""
+    for _ in range(MAX_MERGE_DEPTH):
+        if found.ambiguous:
+            break
+        branch = await merged_branch(ctx, line[found.first_bad])
+        if branch is None:
+            break
+        merge = line[found.first_bad]
+        await progress.step(f"{merge[:10]} is a merge: testing the branch it merged")
+        tip = await test(branch[-1])
+        if verdicts[tip.sha] == "good":
+            merge_note = (f"; it is a merge whose merged branch passes on its own ({tip.short}) as does its first "
+                          f"parent: the combination (or the conflict resolution) breaks it")
+            break
+        if verdicts[tip.sha] != "bad":
+            merge_note = f"; it is a merge, and its merged branch could not be tested ({tip.outcome_reason})"
+            break
+        # Descend: the merged branch's first-parent line from the merge base (good: an ancestor of the good side).
+        result.via_merges.append(merge[:10])
+
+        async def judge_branch(i: int, branch: list[str] = branch) -> Verdict:
+            return verdict(await test(branch[i]))
+
+        line = branch
+        found = await bisect(len(line), judge_branch)
     result.status = "found"
-    result.first_bad_commit = await commit_info(ctx, order[found.first_bad], stat=True)
-    result.last_good = order[found.last_good]
-    result.ambiguous = [order[i][:10] for i in found.ambiguous]
+    result.first_bad_commit = await commit_info(ctx, line[found.first_bad], stat=True)
+    result.last_good = line[found.last_good]
+    result.ambiguous = [line[i][:10] for i in found.ambiguous]
     c = result.first_bad_commit
     result.detail = f"{c.short} \"{c.subject}\" is the first bad commit ({len(result.tested)} commits tested of " \
-                    f"{len(order)} on the first-parent line)"
-    parents = await _git(ctx, "rev-list", "--parents", "-n", "1", c.sha)
-    if len(parents[1].split()) > 2:
-        result.detail += (f"; it is a merge: the change came in with its other parent's branch — bisect again with "
-                          f"good=$(git merge-base {c.short}^1 {c.short}^2) bad={c.short}^2 to find the commit there")
+                    f"{len(order)} on the first-parent line"
+    if result.via_merges:
+        result.detail += f", then inside the branch merged by {', '.join(result.via_merges)}"
+    result.detail += ")" + merge_note
     if result.ambiguous:
         result.detail += f" — or one of the skipped {', '.join(result.ambiguous)}"
     result.detail += "."
