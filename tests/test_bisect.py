@@ -430,7 +430,7 @@ async def test_bisect_commits_goes_through_a_merge_into_its_branch(tmp_path: Pat
     merge = git(root, "rev-parse", "--short=10", "HEAD~1")
     assert result.first_bad_commit.subject == "feature: faster add" and result.via_merges == [merge]
     assert result.last_good == shas[1]  # the merge base: the branch starts there
-    assert f"inside the branch merged by {merge}" in result.detail
+    assert f"then 2 on the branch merged by {merge}" in result.detail
 
 
 async def test_bisect_commits_a_merge_that_breaks_what_each_side_keeps_working(tmp_path: Path) -> None:

@@ -269,10 +269,10 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
     result.last_good = line[found.last_good]
     result.ambiguous = [line[i][:10] for i in found.ambiguous]
     c = result.first_bad_commit
-    result.detail = f"{c.short} \"{c.subject}\" is the first bad commit ({len(result.tested)} commits tested of " \
+    result.detail = f"{c.short} \"{c.subject}\" is the first bad commit ({len(result.tested)} commits tested; " \
                     f"{len(order)} on the first-parent line"
     if result.via_merges:
-        result.detail += f", then inside the branch merged by {', '.join(result.via_merges)}"
+        result.detail += f", then {len(line) - 1} on the branch merged by {', '.join(result.via_merges)}"
     result.detail += ")" + merge_note
     if result.ambiguous:
         result.detail += f" — or one of the skipped {', '.join(result.ambiguous)}"
