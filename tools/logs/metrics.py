@@ -44,7 +44,8 @@ _VALUE = (rf"(?:tensor\(\s*|\[\s*)?['\"]?(?P<val>{NUM})['\"]?(?:\s*/\s*\d+\s*\]?
 # One word before its value; the words before it join the key when they lead up to it with single
 # spaces: several before ':' or '=' ("lm loss:", "Global Step:"), one before a loss / norm / rate
 # separated by a space ("val loss 2.0"). Matching one word keeps the scan linear.
-_PAIR = re.compile(rf"(?<![\w./'\"-])(?P<key>{_KEY})(?P<sep>\s*[:=]\s*|\s+){_VALUE}", re.IGNORECASE)
+_PAIR = re.compile(rf"(?<![\w./'\"-])(?P<q>['\"])?(?P<key>{_KEY})(?(q)['\"])(?P<sep>\s*[:=]\s*|\s+){_VALUE}",
+                   re.IGNORECASE)  # a quoted key ('loss': nan) closes its quote; `device='cuda:3'` is no key
 _QUALIFIERS = re.compile(r"(?:(?<=\s)|^)((?:[A-Za-z_][\w.-]* ){1,3})$")
 _METRIC_WORD = re.compile(r"(?:loss|norm|rate)$", re.IGNORECASE)
 _PY_PAIR = re.compile(rf"""['"](?P<key>[^'"]+)['"]\s*:\s*(?:tensor\(\s*)?['"]?(?P<val>{NUM})""", re.IGNORECASE)
@@ -92,6 +93,7 @@ class Vocabulary:
     training_prefixes: tuple[str, ...]
     spike_metrics: tuple[str, ...]
     kept_series_words: tuple[str, ...]
+    count_qualifiers: tuple[str, ...]
 
 
 def _normalise_key(key: str) -> str:
@@ -105,7 +107,7 @@ def vocabulary() -> Vocabulary:
     names = {_normalise_key(spelling): name for name, spellings in data["canonical"].items()
              for spelling in [name, *spellings]}
     return Vocabulary(names, tuple(data["training_prefixes"]), tuple(data["spike_metrics"]),
-                      tuple(data["kept_series_words"]))
+                      tuple(data["kept_series_words"]), tuple(data["count_qualifiers"]))
 
 
 @lru_cache(maxsize=8192)
@@ -119,6 +121,9 @@ def canonical(key: str) -> str:
         if k.startswith(prefix) and len(k) > len(prefix):
             k = k[len(prefix):]
             break
+    head, _, rest = k.partition("_")
+    if head in vocab.count_qualifiers and rest in vocab.names:
+        return vocab.names[rest]  # `Total iter`, `global_grad_norm`: the qualifier names no other quantity
     return vocab.names.get(k, k)
 
 
