@@ -471,3 +471,20 @@ async def test_bisect_env_relative_path_source(tmp_path: Path, locked: bool) -> 
     assert "hello from libdep" in (root / result.env_a.log_path).read_text()
     assert "mix_stderr" in result.env_b.error
     assert snapshot(root) == before  # no uv.lock written into the user's tree
+
+
+async def test_bisect_env_base_current_installs_the_project_too(tmp_path: Path) -> None:
+    """A project not managed by uv (no uv.lock), its packages in the user's own venv: A and B hold the project."""
+    root = tmp_path / "plain-ep"
+    shutil.copytree(BISECT / "entrypoints", root)
+    venv = tmp_path / "their-venv"
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    subprocess.run([uv_binary(), "venv", "-q", "--python", sys.executable, str(venv)], check=True, env=env)
+    subprocess.run([uv_binary(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"),
+                    "importlib-metadata==4.13.0"], check=True, env=env)
+    result = await bisect_env(BisectEnvInput(package="importlib-metadata", version="5.0.0", command="epproj-scripts",
+                                             base="current", python=str(venv / "bin" / "python"), keep=False),
+                              ToolContext.for_root(root))
+    assert result.verdict == "version_flips_outcome", result.summary()
+    assert result.env_a.project == result.env_b.project == "epproj 0.1.0 (editable)"
+    assert sorted(p.name for p in root.iterdir()) == [".rootcause", "pyproject.toml", "src"]
