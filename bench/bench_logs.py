@@ -5,7 +5,9 @@ Goal (issue 14.6): at least 200 MB/s, and peak RSS under 100 MB whatever the siz
 `[rankN]:[titan] <time> - root - INFO - step: ...  loss: ...` lines with ANSI colours, one
 CUDA OOM traceback on rank 3 at the end), then diagnoses it in a fresh child process that
 reports its own time and peak RSS (ru_maxrss). Baselines from the same run: `grep -c` for
-the OOM line over the same file, and the child's RSS when it only imports the engine.
+the OOM line over the same file, and the child's RSS when it only imports the engine. The CPU
+time of the call and the machine's load average are printed too: on a busy machine wall-clock
+MB/s drops with the share of a core the process gets.
 
     .venv/bin/python bench/bench_logs.py [--mb 200]
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
@@ -32,10 +35,10 @@ from pathlib import Path
 from tools.diagnosis import diagnose_file
 out = {}
 if sys.argv[2] == "run":
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     d = diagnose_file(Path(sys.argv[1]), Path(sys.argv[3]))
-    out = {"seconds": time.perf_counter() - started, "category": d.category, "type": d.exception_type,
-           "ranks": {k: v.outcome for k, v in d.ranks.items()}}
+    out = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
+           "category": d.category, "type": d.exception_type, "ranks": {k: v.outcome for k, v in d.ranks.items()}}
 out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
@@ -88,8 +91,11 @@ def main(argv: list[str] | None = None) -> dict:
         grep = subprocess.run(["grep", "-c", "OutOfMemoryError", str(path)], capture_output=True, text=True)
         grep_s = time.perf_counter() - started
     mb_s = size_mb / run["seconds"]
+    load = os.getloadavg()[0]
     result = {
         "log_mb": round(size_mb, 1), "lines": lines, "seconds": round(run["seconds"], 3), "mb_per_s": round(mb_s, 1),
+        "cpu_seconds": round(run["cpu_seconds"], 3), "mb_per_cpu_s": round(size_mb / run["cpu_seconds"], 1),
+        "load_average_1min": round(load, 2), "cpus": os.cpu_count(),
         "peak_rss_mb": round(run["rss_mb"], 1), "import_only_rss_mb": round(idle["rss_mb"], 1),
         "grep_c_seconds": round(grep_s, 3), "grep_c_count": int(grep.stdout.strip() or 0),
         "slower_than_grep": round(run["seconds"] / grep_s, 1), "category": run["category"],
@@ -99,7 +105,9 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"diagnose_log on a {size_mb:.0f} MB {RANKS}-rank log ({lines:,} lines): {run['seconds']:.2f} s = "
           f"{mb_s:.0f} MB/s (goal >= {GOAL_MB_S:.0f}), peak RSS {run['rss_mb']:.0f} MB (import only "
           f"{idle['rss_mb']:.0f} MB; goal < {GOAL_RSS_MB:.0f}); grep -c: {grep_s:.2f} s "
-          f"(diagnose_log takes {run['seconds'] / grep_s:.0f}x as long); category {run['category']}")
+          f"(diagnose_log takes {run['seconds'] / grep_s:.0f}x as long); category {run['category']}; CPU "
+          f"{run['cpu_seconds']:.2f} s = {size_mb / run['cpu_seconds']:.0f} MB/s of CPU; load average {load:.1f} "
+          f"on {os.cpu_count()} CPUs")
     print(json.dumps(result))
     return result
 

@@ -62,7 +62,8 @@ def _bare_line(text: str) -> re.Match[str] | None:
 _ENTRY_SCRIPT = re.compile(r"([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
                            r"of binary: .*?([\w.\-]+)\.py", re.MULTILINE)
 _NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|^[\d.e+-]+$|^\w?-\d+$|"
-                            r"^(local_rank|return|exitcode|signal|input|invalid|encountered|Detected|Rank)$")
+                            r"^(local_rank|return|exitcode|signal|input|invalid|encountered|Detected|Rank)$|"
+                            r"^slurmstepd|^StepId")
 MAX_FRAMES = 40
 MAX_RANKS = 64
 

@@ -33,7 +33,7 @@ class StackSummary(BaseModel):
 
     def describe(self) -> str:
         """`rank 1: waits in all_reduce at train.py:42 (innermost: ...)`: the project's line first."""
-        who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}"
+        who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}" if self.pid else "process"
         waits = f"waits in {self.collective}" if self.collective else "stands"
         at = f" at {self.user_frame}" if self.user_frame else ""
         inner = self.frames[-1] if self.frames else "?"
