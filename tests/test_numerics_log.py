@@ -255,3 +255,16 @@ async def test_session_report_links_the_plot(logs: Path) -> None:
     assert state.evidence[-1].data["plot_path"] == result.plot_path
     report = render_report(state)
     assert f"![analyze_training_log plot]({result.plot_path})" in report and (logs / result.plot_path).is_file()
+
+
+def test_long_series_are_thinned_to_an_envelope() -> None:
+    from tools.numerics.plot import envelope
+
+    steps = np.arange(1, 1_000_001)
+    values = np.sin(steps / 5000.0) + 1.5
+    values[123_456] = 99.0  # one spike among a million points
+    values[500_000] = np.nan
+    xs, ys = envelope(steps, values, limit=4000)
+    assert len(xs) <= 4000 and np.isfinite(ys).all()
+    assert 99.0 in ys and 123_457 in xs  # the extreme survives thinning
+    assert ys.min() == np.nanmin(values)
