@@ -268,3 +268,15 @@ def test_long_series_are_thinned_to_an_envelope() -> None:
     assert len(xs) <= 4000 and np.isfinite(ys).all()
     assert 99.0 in ys and 123_457 in xs  # the extreme survives thinning
     assert ys.min() == np.nanmin(values)
+
+
+def test_cli_plot_prints_the_path(logs: Path) -> None:
+    import subprocess
+
+    from tests.conftest import rootcause_executable
+
+    out = subprocess.run([rootcause_executable(), "analyze-training-log", "megatron_spike.log", "--plot"], cwd=logs,
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    shown = next(line for line in out.splitlines() if line.startswith("Plot: "))[len("Plot: "):]
+    assert shown.startswith(".rootcause/plots/") and png_size(logs / shown) == (1000, 810)
+    assert "Largest spike: step 60 grad_norm 11.463" in out
