@@ -25,6 +25,8 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 PYTHON = sys.executable
 
 SHOW_ENV = """\
+import os
+
 names = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT",
          "SLURMD_NODENAME", "ROOTCAUSE_RUN_ID"]
 print({name: os.environ.get(name) for name in names}, flush=True)
@@ -56,7 +58,7 @@ if __name__ == "__main__":
 """
 
 RAISE_ON_RANK1 = """\
-import sys
+import os
 
 
 def check_shard(rank):
@@ -94,7 +96,7 @@ async def test_each_rank_sees_torch_env_on_its_node(repo: Path, slurm_cluster: s
     (repo / "show_env.py").write_text(SHOW_ENV)
     record = await run_slurm(_spec(repo, [PYTHON, "show_env.py"], slurm_cluster, timeout_s=120),
                              SlurmOptions(nodes=2), Workspace(repo))
-    assert record.outcome == "pass" and record.job_state == "COMPLETED" and record.job_id
+    assert record.outcome == "pass" and record.job_state == "COMPLETED" and record.job_id, _log(repo, record)
     assert record.nodes == ["n1", "n2"] and record.rank_nodes == {"0": "n1", "1": "n2"}
     seen = {}
     for line in _log(repo, record).splitlines():

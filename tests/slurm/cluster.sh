@@ -10,7 +10,8 @@
 # node names resolve through a line in /etc/hosts (MASTER_ADDR is a node name). ProctrackType
 # linuxproc and TaskPlugin none: no cgroups needed. State, spool, logs and slurm.conf live under
 # $RC_SLURM_DIR (default /tmp/rootcause-slurm); clients find the cluster with SLURM_CONF.
-# Every failure prints one line "cannot start the Slurm test cluster: <why>" on stderr and exits 1.
+# The daemons get /dev/null as stdio (their logs are files): a caller reading this script's output
+# through a pipe must see it end. Every failure prints one line "cannot start the Slurm test cluster: <why>" on stderr and exits 1.
 set -uo pipefail
 
 DIR="${RC_SLURM_DIR:-/tmp/rootcause-slurm}"
@@ -49,8 +50,10 @@ status() {
   done
 }
 
+munge_answers() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }
+
 start_munge() {
-  if pgrep -x munged >/dev/null; then
+  if munge_answers; then
     return 0
   fi
   if [ ! -s /etc/munge/munge.key ]; then
@@ -62,10 +65,10 @@ start_munge() {
   chmod 0700 /etc/munge /var/lib/munge /var/log/munge
   chmod 0400 /etc/munge/munge.key
   chmod 0755 /run/munge
-  runuser -u munge -- /usr/sbin/munged || die "munged did not start (see /var/log/munge/munged.log)"
+  runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1 || die "munged did not start (see /var/log/munge/munged.log)"
   touch "$DIR/started-munged"
   for _ in $(seq 50); do
-    munge -n </dev/null | unmunge >/dev/null 2>&1 && return 0
+    munge_answers && return 0
     sleep 0.1
   done
   die "munged does not answer (munge -n | unmunge fails)"
@@ -141,9 +144,9 @@ start() {
   start_munge
   add_hosts
   write_conf
-  slurmctld -f "$CONF" || die "slurmctld did not start (see $DIR/log/slurmctld.log)"
+  slurmctld -f "$CONF" </dev/null >/dev/null 2>&1 || die "slurmctld did not start (see $DIR/log/slurmctld.log)"
   for node in "${NODES[@]}"; do
-    slurmd -f "$CONF" -N "$node" || die "slurmd -N $node did not start (see $DIR/log/slurmd-$node.log)"
+    slurmd -f "$CONF" -N "$node" </dev/null >/dev/null 2>&1 || die "slurmd -N $node did not start (see $DIR/log/slurmd-$node.log)"
   done
   for _ in $(seq 150); do
     if status; then
@@ -178,8 +181,8 @@ stop_daemons() {
 
 stop() {
   stop_daemons
-  if [ -f "$DIR/started-munged" ]; then
-    pkill -x -u munge munged 2>/dev/null
+  if [ -f "$DIR/started-munged" ] && [ -f /run/munge/munged.pid ]; then
+    kill "$(cat /run/munge/munged.pid)" 2>/dev/null
   fi
   remove_hosts
   rm -rf "$DIR"

@@ -114,7 +114,8 @@ class SlurmRunRecord(RunRecord):
     rank_nodes: dict[str, str] = Field(default_factory=dict, description="Rank -> the node it ran on.")
     timings: dict[str, float] = Field(
         default_factory=dict,
-        description="Seconds: submit_to_start, submit_to_first_output, timeout_to_job_gone (when measured).")
+        description="Seconds: submit_to_start, submit_to_first_output, timeout_to_stacks and "
+                    "timeout_to_job_gone (from the timeout's detection; when measured).")
 
 
 def slurm_env(spec_env: dict[str, str]) -> dict[str, str]:
@@ -177,7 +178,7 @@ def _task_script(options: SlurmOptions, ranks_dir: Path) -> str:
         f'export MASTER_PORT=${{MASTER_PORT:-$(python3 -c "{free_port}" 2>/dev/null'
         ' || echo $((20000 + SLURM_JOB_ID % 20000)))}',
         f"export WORLD_SIZE={world} LOCAL_WORLD_SIZE={options.ntasks_per_node}",
-        f"exec srun --label --unbuffered --nodes={options.nodes} --ntasks-per-node={options.ntasks_per_node} "
+        f"exec srun --label --nodes={options.nodes} --ntasks-per-node={options.ntasks_per_node} "
         f"/bin/sh -c {_sh_quote(per_task)} rootcause-task \"$@\"",
     ])
 
@@ -302,6 +303,7 @@ class _Watch(BaseModel):
     timeout_at_byte: int | None = None
     stacks: list[ProcessStack] = Field(default_factory=list)
     first_output: float | None = None
+    capture_s: float | None = None
     gone_after_s: float | None = None
 
 
@@ -335,12 +337,15 @@ async def _watch(spec: RunSpec, state_path: Path, log_path: Path, env: dict[str,
         await progress(now - started, spec.timeout_s,
                        f"{spec.label}: {watch.timed_out} timeout after {now - started:.0f}s, capturing the stacks "
                        f"of job {job_id} on {state.get('nodes', '?')}")
-        if job_id and state.get("started"):
-            count = int(state.get("node_count") or 1)
-            watch.stacks = await capture_job_stacks(job_id, count, env, log_path, size)
-        detected = time.monotonic()
-        await cancel_job(job_id, run_id, env)
-        watch.gone_after_s = round(time.monotonic() - detected, 3)
+        # Shielded: the follower exits as soon as the job is gone, and the caller then stops this
+        # watchdog; the stacks and the cancellation must complete first (both are bounded).
+        with anyio.CancelScope(shield=True):
+            if job_id and state.get("started"):
+                count = int(state.get("node_count") or 1)
+                watch.stacks = await capture_job_stacks(job_id, count, env, log_path, size)
+            watch.capture_s = round(time.monotonic() - now, 3)
+            await cancel_job(job_id, run_id, env)
+            watch.gone_after_s = round(time.monotonic() - now, 3)
         return
 
 
@@ -423,6 +428,7 @@ async def run_slurm(spec: RunSpec, options: SlurmOptions, workspace: Workspace, 
     if watch.first_output:
         timings["submit_to_first_output"] = round(watch.first_output - submitted, 3)
     if watch.gone_after_s is not None:
+        timings["timeout_to_stacks"] = watch.capture_s or 0.0
         timings["timeout_to_job_gone"] = watch.gone_after_s
     result = SlurmRunRecord(
         **record.model_dump(exclude={"argv", "outcome", "exit_code", "signal", "timed_out", "timeout_at_byte",
