@@ -15,17 +15,24 @@ SESSIONS_LISTED = 50
 
 
 def recent_sessions(workspace: Workspace, limit: int = SESSIONS_LISTED) -> list[SessionState]:
-    """The newest sessions first (ids start with their UTC start time); unreadable ones are left out."""
+    """The newest sessions first; unreadable ones are left out.
+
+    Ids start with their UTC start second, so only the newest `limit` ids (and any sharing the last
+    one's second) are read; within a second the recorded start time orders them.
+    """
     store = SessionStore(workspace)
+    ids = sorted(store.list_ids(), reverse=True)
+    if len(ids) > limit:
+        boundary = ids[limit - 1][:15]  # YYYYmmdd-HHMMSS
+        ids = [i for n, i in enumerate(ids) if n < limit or i.startswith(boundary)]
     states = []
-    for session_id in reversed(store.list_ids()):
-        if len(states) >= limit:
-            break
+    for session_id in ids:
         try:
             states.append(store.load(session_id))
         except (OSError, ValueError, UsageError):
             continue
-    return states
+    states.sort(key=lambda state: state.created_ts, reverse=True)
+    return states[:limit]
 
 
 def read_session(workspace: Workspace, session_id: str) -> str:

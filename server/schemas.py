@@ -1,11 +1,13 @@
 """The tool schemas a client sees: compact JSON Schema made from the pydantic models, cached on disk.
 
 tools/list is in the agent's context every session, so every schema is post-processed the same way
-(whatever fields the models gain): titles go (the property name says it), `X | None` becomes a type
-list, `default: null` goes, and output schemas keep types and structure but no descriptions or
-defaults (the tool's description and docs/ say what the fields mean). Generating the schemas needs
-every engine module imported (about 300 ms), so they are cached per rootcause source state: the
-server answers tools/list without importing an engine; an engine is imported on its first call.
+(whatever fields the models gain): titles go (the property name says it), `anyOf` of plain types
+becomes a type list, `default: null` goes, output schemas keep the top-level fields and their
+types only (docs/tools/ and the result itself say what nested records hold), and a description
+that several tools repeat word for word, or a nested object several tools take, is written once
+in the server's instructions. Generating the schemas needs every engine module imported (about
+300 ms), so they are cached per rootcause source state: the server answers tools/list without
+importing an engine; an engine is imported on its first call.
 """
 
 from __future__ import annotations
@@ -148,7 +150,7 @@ _TYPE_SPECIFIC = {
     "integer": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
 }
 
-SHARED_MIN_TOOLS = 3
+SHARED_MIN_TOOLS = 2
 _PHASE_NOTE = re.compile(r"\s*\(advances Phase \d\)")
 
 
@@ -169,7 +171,7 @@ def tool_schemas() -> dict[str, Any]:
 def generate(specs: tuple[ToolSpec, ...] = TOOLS) -> dict[str, Any]:
     """Import every tool's models and build its compact schemas (the slow path).
 
-    An optional argument that many tools take (session_id, python, cwd, timeout_s...) is described
+    An argument description several tools repeat (session_id, python, cwd, timeout_s...) is written
     once, in "shared" (the server's instructions carry it), rather than in every tool.
     """
     tools: dict[str, dict[str, Any]] = {}
