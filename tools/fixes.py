@@ -92,9 +92,7 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
     [(run, output)] = await run_command(inp, ctx, runs=1, label="record_fix_attempt", yardstick=stick)
     gone, why = _signature_gone(run, output, baseline)
     if run.outside_root:
-        run.problem = ("the run imported the project's own code from OUTSIDE the root "
-                       f"({', '.join(run.outside_root[:2])}): it did not test this tree's fix; check the "
-                       "interpreter (a copied .venv/bin script whose shebang points elsewhere) or PYTHONPATH")
+        run.problem = f"imports the project's code from outside the root ({run.outside_root[0]})"
     elif run.interpreter_note and run.failed:
         why += f" (ran with {run.interpreter_note})"
     facts = state.facts
@@ -104,7 +102,10 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
     counted = run.problem is None
     fixed = counted and run.outcome == "pass" and gone is not False
     if not counted:
-        why = (f"not judged: {run.problem}; this attempt is not counted" if run.outside_root else
+        why = (f"not judged: the run imported the project's own code from OUTSIDE the root "
+               f"({', '.join(run.outside_root[:2])}), so it did not test this tree's fix; check the interpreter (a "
+               "copied .venv/bin script whose shebang points elsewhere) or PYTHONPATH; this attempt is not counted"
+               if run.outside_root else
                f"the verification did not run the tests ({run.problem}); this attempt is not counted")
     elif fixed:
         consecutive = 0

@@ -94,7 +94,7 @@ class Observation(BaseModel):
             text += f" — {self.error[:200]}"
         if self.matches_expected is False:
             text += " [not the expected failure]"
-        if self.outside_root:
+        if self.outside_root and not self.problem:
             text += f" [imports project code from outside the root: {self.outside_root[0]}]"
         return text
 
