@@ -168,6 +168,10 @@ async def test_torchrun_gloo_hang_names_the_collective_and_leaves_nothing(repo: 
     assert by_rank[1]["collective"] is None and "wait_forever" in by_rank[1]["frames"][-1]
     assert d["ranks"]["0"]["outcome"] == d["ranks"]["1"]["outcome"] == "hang"
     assert "waits in all_reduce" in result.content[0].text
+    # The user's lines, not torch's innermost frame: where each rank stands, and the location.
+    assert d["location"] == "hang_dist.py:18"
+    assert "rank 1: stands at hang_dist.py:9" in result.content[0].text
+    assert run["outcome_reason"].startswith("idle timeout after")
     assert not await _none_left(run["run_id"]) and not await _none_left("hang_dist.py")
     gaps = [b - a for a, b in zip([started, *ticks], [*ticks, ended], strict=True)]
     assert ticks and max(gaps[:-1]) <= 10.0, gaps
