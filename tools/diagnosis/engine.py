@@ -368,7 +368,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     frame_names.forget()  # the root's files may have changed since the last diagnosis
     lines = split_lines(text)
     errors, failed_tests, in_test, report = _collect(lines, text, root)
-    summaries = [s for s in (summarise(p.text, root, pid=p.pid, rank=p.rank) for p in stacks or []) if s]
+    summaries = [s.model_copy(update={"node": p.node}) for p, s in
+                 ((p, summarise(p.text, root, pid=p.pid, rank=p.rank)) for p in stacks or []) if s]
     if not summaries and timed_out:
         summaries = stacks_in_log(text, root)
     if timed_out:
@@ -440,8 +441,20 @@ def diagnose_run(record: RunRecord, root: Path) -> Diagnosis:
     path = Path(root) / record.log_path
     # After a timeout the log goes on with what rootcause caused (stack dumps, SIGTERM tracebacks).
     text = condensed_text(path, record.timeout_at_byte) if path.is_file() else record.output
-    return diagnose_text(text, root, timed_out=record.timed_out, stacks=record.stacks,
-                         exit_code=record.exit_code, signal=record.signal)
+    diagnosis = diagnose_text(text, root, timed_out=record.timed_out, stacks=record.stacks,
+                              exit_code=record.exit_code, signal=record.signal)
+    # A Slurm run knows every rank and its node (tools/runner/slurm.py), also ranks whose lines the log
+    # does not label: those showed no error.
+    ran: dict[str, str] = getattr(record, "rank_nodes", {})
+    known = {**ran, **{str(s.rank): s.node for s in diagnosis.stacks if s.rank is not None and s.node}}
+    for rank, info in diagnosis.ranks.items():
+        if info.node is None and rank in known:
+            info.node = known[rank]
+    if ran and len(ran) <= MAX_RANKS and "…" not in diagnosis.ranks:
+        ranks = {rank: diagnosis.ranks.get(rank) or RankInfo(outcome="ok", node=node) for rank, node in ran.items()}
+        diagnosis.ranks = dict(sorted({**ranks, **diagnosis.ranks}.items(),
+                                      key=lambda kv: int(kv[0])))
+    return diagnosis
 
 
 def diagnose_file(path: Path, root: Path) -> Diagnosis:
