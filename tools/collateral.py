@@ -169,15 +169,12 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
     result = _judge(base, fix, mode, base_sha, notes)
     result.interpreter = decl.interpreter.describe()
     if inp.session_id:
-        md = f"check_collateral `{shlex.join(argv)}` against {inp.base} ({base_sha[:10]}): **{result.verdict}** — " \
-             f"{result.reason}"
-        if result.new_failures:
-            md += "\n\nNew failures: " + ", ".join(result.new_failures[:20])
         diff_hash = gitrepo.diff_hash(ws.root)
         evidence = CollateralEvidence(verdict=result.verdict, new_failures=result.new_failures[:50],
                                       fixed=result.fixed[:50], still_failing=result.still_failing[:50],
-                                      base=base_sha, command=argv, diff_hash=diff_hash, interpreter=result.interpreter)
-        store.record(inp.session_id, "check_collateral", md, evidence.model_dump(mode="json"), phase=4)
+                                      base=base_sha, command=argv, diff_hash=diff_hash, interpreter=result.interpreter,
+                                      reason=result.reason, base_ref=inp.base)
+        store.record(inp.session_id, "check_collateral", evidence.render(), evidence.model_dump(mode="json"), phase=4)
         store.set_facts(inp.session_id, collateral_verdict=result.verdict, collateral_diff_hash=diff_hash)
     return result
 

@@ -142,16 +142,11 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
     if switched:
         nxt = f"{' '.join(switched)} (run the Full Protocol phases: compare_setups, verify_hypothesis). {nxt}"
     status = "stopped" if stop else state.status
-    summary = (f"**Fix attempt {attempt}: {'fixed' if fixed else 'STOP' if stop else 'not fixed'}** — "
-               f"{inp.description.strip()}\n\n- Verification: `{inp.describe()}` → {run.one_line()}\n"
-               f"- Why: {why}\n- Consecutive failures: {consecutive}/{protocol.STOP_AFTER}"
-               + "".join(f"\n- Path: {s}" for s in switched)
-               + (f"\n- {protocol.STOP_MESSAGE}" if stop else ""))
     evidence = FixAttemptEvidence(
         attempt=attempt, description=inp.description.strip(), command=inp.describe(), fixed=fixed, judged=counted,
         reason=why, run=run, original_signature=baseline.signature if baseline else None, signature_gone=gone,
         consecutive_failures=consecutive, stop=stop, path_switched=switched)
-    store.record(inp.session_id, "record_fix_attempt", summary, evidence.model_dump(mode="json"),
+    store.record(inp.session_id, "record_fix_attempt", evidence.render(), evidence.model_dump(mode="json"),
                  phase=4, phase_status="done" if fixed else "in_progress")
     if stop:
         store.set_status(inp.session_id, "stopped")

@@ -166,20 +166,6 @@ def _next(verdict: Verdict, needs_review: bool, reopened: bool) -> str:
     return text
 
 
-def _summary_markdown(result: VerifyHypothesisResult, inp: VerifyHypothesisInput) -> str:
-    lines = [f"**H{result.number}: {result.result.upper()}** — {inp.hypothesis.strip()}", "",
-             f"- Prediction: {inp.prediction.strip()} (expect `{result.expect}`)",
-             f"- Changed: {inp.changed.strip()}",
-             f"- Experiment: `{inp.describe()}` → " + "; ".join(r.one_line() for r in result.runs),
-             f"- Why: {result.reason}",
-             f"- Disproof: {inp.disproof.strip()}",
-             f"- Alternatives: {'; '.join(inp.alternatives) or 'none named'}",
-             f"- Confidence: {result.confidence:.2f}; gate {'passed' if result.gate.passed else 'failed'}"
-             + ("; **needs review**" if result.needs_review else "")]
-    lines += [f"  - [{'x' if c.passed else ' '}] {c.name}: {c.why}" for c in result.gate.checks]
-    return "\n".join(lines)
-
-
 async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> VerifyHypothesisResult:
     store = SessionStore(ctx.workspace)
     state = require_open(store, inp.session_id)
@@ -228,15 +214,16 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
         next=(f"{switched}. " if switched else "") + _next(verdict, needs_review, reopened),
         path=state.path, path_switched=switched,
     )
-    data = HypothesisEvidence(
+    evidence = HypothesisEvidence(
         number=number, hypothesis=inp.hypothesis.strip(), prediction=inp.prediction.strip(),
         expect=expect.describe(), changed=inp.changed.strip(), disproof=inp.disproof.strip(),
         alternatives=inp.alternatives, confidence=inp.confidence, command=inp.describe(),
         result=verdict, reason=reason, gate=gate.model_dump(mode="json"), needs_review=needs_review,
         disproof_observed=observed, runs=runs, changes=result.changes,
-    ).model_dump(mode="json")
+    )
+    data = evidence.model_dump(mode="json")
     data["baseline"] = baseline.model_dump(mode="json") if baseline else None
-    store.record(inp.session_id, "verify_hypothesis", _summary_markdown(result, inp), data, phase=3)
+    store.record(inp.session_id, "verify_hypothesis", evidence.render(), data, phase=3)
     store.set_facts(inp.session_id, **{protocol.HYPOTHESES: number})
     if reopened:
         protocol.reopen(store, state, f"H{number} supported: {inp.hypothesis.strip()[:200]}")

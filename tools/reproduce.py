@@ -19,6 +19,7 @@ from tools.diagnosis import Diagnosis, diagnose_file, diagnose_text
 from tools.environment import EnvironmentFacts, gather
 from tools.errors import UsageError
 from tools.evidence import Observation, RunFields, Yardstick, declare, diagnosis_line, run_observed, yardstick
+from tools.evidence.records import ReproduceEvidence
 from tools.results import MAX_RESULT_CHARS, ToolResult, bounded
 from tools.sessions import SessionStore, require_open
 
@@ -217,38 +218,8 @@ async def reproduce(inp: ReproduceInput, ctx: ToolContext) -> ReproduceResult:
         data = result.model_dump(mode="json")
         if data.get("diagnosis"):
             data["diagnosis"]["excerpt"] = bounded(data["diagnosis"]["excerpt"], 1_500)
-        store.record(inp.session_id, "reproduce", _evidence(result), data, phase=1)
+        store.record(inp.session_id, "reproduce", ReproduceEvidence.model_validate(data).render(), data, phase=1)
     return result
-
-
-def _evidence(result: ReproduceResult) -> str:
-    lines = [f"**{result.status}** — `{' '.join(result.command)[:200]}`, runs: "
-             + ", ".join(f"{r.outcome} ({r.duration_s:.1f}s)" for r in result.runs)]
-    if result.expected:
-        lines.append(f"- Expected: {result.expected} — matches: {result.matches_symptom}")
-    swallowed = [r.outcome_reason for r in result.runs if r.outcome_reason.startswith("exit 0, but")]
-    if swallowed:
-        lines.append(f"- {swallowed[0]}")
-    if result.outside_root:
-        lines.append(f"- Imports project code from outside the root: {', '.join(result.outside_root[:3])}")
-    if result.diagnosis:
-        d = result.diagnosis
-        lines += [f"- Diagnosis: {diagnosis_line(d)}", f"- Signature: `{d.signature}`"]
-        if d.keywords:
-            lines.append(f"- Keywords: {', '.join(d.keywords)}")
-        not_ok = {k: v.outcome for k, v in d.ranks.items() if v.outcome != "ok"}
-        if d.ranks:
-            shown = ", ".join(f"{k}:{v}" for k, v in list(not_ok.items())[:8])
-            lines.append(f"- Ranks: {len(not_ok)}/{len(d.ranks)} not ok ({shown})")
-        for stack in d.stacks[:4]:
-            if stack.collective:
-                lines.append(f"- {'rank ' + str(stack.rank) if stack.rank is not None else 'pid ' + str(stack.pid)}"
-                             f" waits in {stack.collective}")
-    lines.append(f"- Environment: {result.environment.one_line()}")
-    if result.recent_commits:
-        lines.append(f"- Recent commits: {'; '.join(result.recent_commits[:3])}")
-    lines.append(f"- Logs: {', '.join(r.log_path for r in result.runs)}")
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------- diagnose_log

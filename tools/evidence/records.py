@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from tools.diagnosis import Diagnosis
+from tools.environment import EnvironmentFacts
 from tools.evidence.observation import Observation, diagnosis_line
 
 
@@ -26,6 +27,10 @@ class ToolEvidence(BaseModel):
 
     def protocol_lines(self, seq: int) -> list[str]:
         return []
+
+    def render(self) -> str:
+        """The evidence's Markdown summary in the session report."""
+        return ""
 
 
 _REGISTRY: dict[str, type[ToolEvidence]] = {}
@@ -84,6 +89,38 @@ class ReproduceEvidence(ToolEvidence):
     matches_symptom: bool | None = None
     expected: str | None = None
     outside_root: list[str] = Field(default_factory=list)
+    recent_commits: list[str] = Field(default_factory=list)
+    environment: EnvironmentFacts | None = None
+
+    def render(self) -> str:
+        lines = [f"**{self.status}** — `{' '.join(self.command)[:200]}`, runs: "
+                 + ", ".join(f"{r.outcome} ({r.duration_s:.1f}s)" for r in self.runs)]
+        if self.expected:
+            lines.append(f"- Expected: {self.expected} — matches: {self.matches_symptom}")
+        swallowed = [r.outcome_reason for r in self.runs if r.outcome_reason.startswith("exit 0, but")]
+        if swallowed:
+            lines.append(f"- {swallowed[0]}")
+        if self.outside_root:
+            lines.append(f"- Imports project code from outside the root: {', '.join(self.outside_root[:3])}")
+        if self.diagnosis:
+            d = self.diagnosis
+            lines += [f"- Diagnosis: {diagnosis_line(d)}", f"- Signature: `{d.signature}`"]
+            if d.keywords:
+                lines.append(f"- Keywords: {', '.join(d.keywords)}")
+            not_ok = {k: v.outcome for k, v in d.ranks.items() if v.outcome != "ok"}
+            if d.ranks:
+                shown = ", ".join(f"{k}:{v}" for k, v in list(not_ok.items())[:8])
+                lines.append(f"- Ranks: {len(not_ok)}/{len(d.ranks)} not ok ({shown})")
+            for stack in d.stacks[:4]:
+                if stack.collective:
+                    who = f"rank {stack.rank}" if stack.rank is not None else f"pid {stack.pid}"
+                    lines.append(f"- {who} waits in {stack.collective}")
+        if self.environment is not None:
+            lines.append(f"- Environment: {self.environment.one_line()}")
+        if self.recent_commits:
+            lines.append(f"- Recent commits: {'; '.join(self.recent_commits[:3])}")
+        lines.append(f"- Logs: {', '.join(r.log_path for r in self.runs)}")
+        return "\n".join(lines)
 
     def error(self) -> str | None:
         d = self.diagnosis
@@ -140,6 +177,19 @@ class HypothesisEvidence(ToolEvidence):
     runs: Runs = Field(default_factory=list)
     changes: str = ""
 
+    def render(self) -> str:
+        lines = [f"**H{self.number}: {self.result.upper()}** — {self.hypothesis}", "",
+                 f"- Prediction: {self.prediction} (expect `{self.expect}`)",
+                 f"- Changed: {self.changed}",
+                 f"- Experiment: `{self.command}` → " + "; ".join(r.one_line() for r in self.runs),
+                 f"- Why: {self.reason}",
+                 f"- Disproof: {self.disproof}",
+                 f"- Alternatives: {'; '.join(self.alternatives) or 'none named'}",
+                 f"- Confidence: {self.confidence or 0:.2f}; gate {'passed' if self.gate.passed else 'failed'}"
+                 + ("; **needs review**" if self.needs_review else "")]
+        lines += [f"  - [{'x' if c.passed else ' '}] {c.name}: {c.why}" for c in self.gate.checks]
+        return "\n".join(lines)
+
     def protocol_lines(self, seq: int) -> list[str]:
         failed = [c.name for c in self.gate.checks if not c.passed]
         review = "; needs review" if self.needs_review else ""
@@ -167,6 +217,17 @@ class FixAttemptEvidence(ToolEvidence):
     stop: bool = False
     path_switched: list[str] = Field(default_factory=list)
 
+    def render(self) -> str:
+        from tools.protocol import STOP_AFTER, STOP_MESSAGE
+
+        verdict = "fixed" if self.fixed else "STOP" if self.stop else "not fixed" if self.judged else "not judged"
+        run = self.run.one_line() if self.run is not None else "no run"
+        return (f"**Fix attempt {self.attempt}: {verdict}** — {self.description}\n\n"
+                f"- Verification: `{self.command}` → {run}\n- Why: {self.reason}\n"
+                f"- Consecutive failures: {self.consecutive_failures}/{STOP_AFTER}"
+                + "".join(f"\n- Path: {s}" for s in self.path_switched)
+                + (f"\n- {STOP_MESSAGE}" if self.stop else ""))
+
     def protocol_lines(self, seq: int) -> list[str]:
         verdict = "fixed" if self.fixed else "STOP" if self.stop else "not fixed" if self.judged else "not judged"
         return [f"{self.attempt or '?'}. **{verdict}** — {self.description} _(`{self.command}`; consecutive "
@@ -185,6 +246,17 @@ class CollateralEvidence(ToolEvidence):
     command: list[str] = Field(default_factory=list)
     diff_hash: str | None = None
     interpreter: str = ""
+    reason: str = ""
+    base_ref: str = ""
+
+    def render(self) -> str:
+        text = (f"check_collateral `{' '.join(self.command)[:300]}` against {self.base_ref or self.base[:10]} "
+                f"({self.base[:10]}): **{self.verdict}** — {self.reason}")
+        if self.new_failures:
+            text += "\n\nNew failures: " + ", ".join(self.new_failures[:20])
+        if self.interpreter:
+            text += f"\n\nInterpreter: {self.interpreter}"
+        return text
 
 
 def protocol_sections(evidence: list[Any]) -> list[str]:
