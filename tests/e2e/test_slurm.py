@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
+import anyio
+import psutil
 import pytest
 
 from tests.conftest import error_text, git, stdio_client, structured
@@ -199,3 +202,58 @@ async def test_without_slurm_it_is_a_clear_error_and_the_server_stays_up(repo: P
             assert "the Slurm controller does not answer" in message and time.monotonic() - started < 60
         data = structured(await client.call_tool("reproduce", {"command": "python ok.py", "runs": 1}))
         assert data["runs"][0]["outcome"] == "pass"
+
+
+def _job_of_only_run(repo: Path) -> str | None:
+    runs = [p for p in (repo / ".rootcause" / "runs").glob("*/slurm.json")]
+    assert len(runs) == 1, runs
+    return json.loads(runs[0].read_text()).get("job_id")
+
+
+async def _wait_job_running(repo: Path, within_s: float = 30) -> str:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        logs = list((repo / ".rootcause" / "runs").glob("*/log.txt")) if (repo / ".rootcause").exists() else []
+        if any("sleeping" in log.read_text() for log in logs):
+            return _job_of_only_run(repo) or ""
+        await anyio.sleep(0.2)
+    raise AssertionError("the job did not start")
+
+
+async def test_client_cancellation_cancels_the_job(repo: Path, slurm_cluster: str) -> None:
+    _commit(repo, {"sleeper.py": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"})
+    async with stdio_client(repo) as client:
+        async with anyio.create_task_group() as group:
+            scope = anyio.CancelScope()
+
+            async def call() -> None:
+                with scope:
+                    await client.call_tool("reproduce", {"command": "python sleeper.py", "runs": 1,
+                                                         "launcher": "slurm", "slurm": {"nodes": 2}})
+
+            group.start_soon(call)
+            job_id = await _wait_job_running(repo)
+            scope.cancel()
+        assert job_id
+        jobs, procs = wait_nothing_left(slurm_cluster, job_id, within_s=30)
+        assert not jobs and not procs, (jobs, procs)
+        data = structured(await client.call_tool("diagnose_log", {"text": "ValueError: still serving"}))
+        assert data["diagnosis"]["exception_type"] == "ValueError"
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+async def test_server_killed_mid_run_leaves_no_job(repo: Path, slurm_cluster: str, how: str) -> None:
+    _commit(repo, {"sleeper.py": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"})
+    me = psutil.Process()
+    job_id = ""
+    with pytest.raises(BaseException):  # noqa: B017 - the connection dies with the server, however it is reported
+        async with stdio_client(repo) as client, anyio.create_task_group() as group:
+            group.start_soon(client.call_tool, "reproduce", {"command": "python sleeper.py", "runs": 1,
+                                                             "launcher": "slurm", "slurm": {"nodes": 2}})
+            job_id = await _wait_job_running(repo)
+            server = next(p for p in me.children(recursive=True) if "serve" in " ".join(p.cmdline()))
+            server.send_signal(getattr(signal, how))
+            await anyio.sleep(30)  # the call never completes; the task group ends with the broken connection
+    assert job_id
+    jobs, procs = wait_nothing_left(slurm_cluster, job_id, within_s=30)
+    assert not jobs and not procs, (jobs, procs)

@@ -11,6 +11,11 @@ runner's timeouts, progress and teardown apply to it unchanged. It imports nothi
   (no accounting is assumed: squeue while the job is known, scontrol afterwards).
 - Exits with the job's exit code. On SIGTERM, SIGINT or SIGHUP it cancels the job (scancel),
   waits until squeue no longer lists it, and exits 143.
+- A follower killed without a chance to act (SIGKILL: the runner's exit path and its guardian kill
+  a run's group that way) must still end the job: right after submitting it starts a canceller
+  (`slurm_follow.py --cancel-on-eof JOB_ID`, its own session, without the run marker) that holds
+  the read end of a pipe only the follower writes to. End of file without "done" means the
+  follower died: the canceller cancels the job. A follower that saw the job end writes "done".
 """
 
 from __future__ import annotations
@@ -92,19 +97,56 @@ def wait_gone(job_id: str, within_s: float) -> bool:
     return False
 
 
+def start_canceller(job_id: str):
+    """The canceller of this job, and the write end of its pipe (see the module's docstring)."""
+    read_end, write_end = os.pipe()
+    env = {k: v for k, v in os.environ.items() if k != RUN_MARKER}
+    try:
+        subprocess.Popen([sys.executable, "-I", os.path.abspath(__file__), "--cancel-on-eof", job_id],
+                         stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                         start_new_session=True)
+    except OSError:
+        os.close(write_end)
+        return None
+    finally:
+        os.close(read_end)
+    return os.fdopen(write_end, "w")
+
+
+def cancel_on_eof(job_id: str) -> int:
+    if "done" in sys.stdin.read():
+        return 0
+    query(["scancel", job_id])
+    wait_gone(job_id, GONE_WITHIN_S)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "--cancel-on-eof":
+        return cancel_on_eof(argv[1])
     if len(argv) < 3 or argv[1] != "--":
         print("usage: slurm_follow.py STATE_FILE -- sbatch ARGS...", file=sys.stderr)
         return 2
     state = State(argv[0])
     sbatch = argv[2:]
     job_id: list[str] = []
+    canceller = []
+
+    def done() -> None:
+        for pipe in canceller:
+            try:
+                pipe.write("done\n")
+                pipe.close()
+            except OSError:
+                pass
 
     def cancel(signum: int, _frame: object) -> None:
         if job_id:
             query(["scancel", job_id[0]])
             gone = wait_gone(job_id[0], GONE_WITHIN_S)
             state.update(cancelled_by="rootcause", gone=gone, **final_facts(job_id[0]))
+            if gone:
+                done()
         os._exit(128 + signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -119,6 +161,9 @@ def main(argv: list[str]) -> int:
         print(out, flush=True)
         return 2
     job_id.append(out.splitlines()[-1].split(";")[0].strip())
+    pipe = start_canceller(job_id[0])
+    if pipe is not None:
+        canceller.append(pipe)
     state.update(job_id=job_id[0], submitted=submitted, state="PENDING")
     print(f"Submitted batch job {job_id[0]}", flush=True)
     interval = 0.1
@@ -135,6 +180,7 @@ def main(argv: list[str]) -> int:
         time.sleep(interval)
         interval = min(1.0, interval * 1.25)
     state.update(ended=time.time(), **final_facts(job_id[0]))
+    done()
     exit_code = state.data.get("exit_code")
     exit_signal = state.data.get("exit_signal")
     if isinstance(exit_signal, int) and exit_signal:
