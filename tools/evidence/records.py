@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from tools.diagnosis import Diagnosis
 from tools.environment import EnvironmentFacts
 from tools.evidence.observation import Observation, diagnosis_line
+from tools.gate import Gate
 
 
 class ToolEvidence(BaseModel):
@@ -142,19 +143,6 @@ class DiagnoseLogEvidence(ToolEvidence):
     source: str = ""
 
 
-class GateCheckRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str = ""
-    passed: bool = False
-    why: str = ""
-
-
-class GateRecord(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    passed: bool = False
-    checks: list[GateCheckRecord] = Field(default_factory=list)
-
-
 @register
 class HypothesisEvidence(ToolEvidence):
     tool: ClassVar[str] = "verify_hypothesis"
@@ -171,7 +159,7 @@ class HypothesisEvidence(ToolEvidence):
     command: str = ""
     result: str = "?"
     reason: str = ""
-    gate: GateRecord = Field(default_factory=GateRecord)
+    gate: Gate = Field(default_factory=lambda: Gate(passed=False, checks=[]))
     needs_review: bool = False
     disproof_observed: bool | None = None
     runs: Runs = Field(default_factory=list)
