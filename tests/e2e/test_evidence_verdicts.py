@@ -197,3 +197,27 @@ async def test_fix_attempt_importing_another_checkout_is_not_judged(repo: Path, 
     assert data["fixed"] is False and data["consecutive_failures"] == 0
     assert result.content[0].text.startswith("Fix attempt 1: NOT JUDGED")
     assert "OUTSIDE the root" in data["reason"]
+
+
+async def test_one_variable_is_not_checked_for_an_experiment_outside_the_root(repo: Path, tmp_path: Path) -> None:
+    _commit(repo, {"stats.py": "import sys\nvalues = []\nprint(sum(values) / len(values))\n",
+                   "data.json": "[1, 2, 3]\n"}, "stats")
+    copy = tmp_path / "patched"
+    copy.mkdir()
+    (copy / "stats.py").write_text("values = []\nprint(sum(values) / max(len(values), 1))\n")
+    async with stdio_client(repo) as client:
+        sid = structured(await client.call_tool("start_session", {
+            "symptom": "ZeroDivisionError: division by zero in stats.py"}))["session_id"]
+        (repo / "data.json").write_text("[1, 2, 3, 4]\n")  # an unrelated edit in the working tree
+        result = await client.call_tool("verify_hypothesis", {
+            "session_id": sid, "hypothesis": "mean() divides by the length of an empty list",
+            "prediction": "with the guard the script prints 0.0 and exits 0",
+            "command": ["python", str(copy / "stats.py")], "expect": "pass",
+            "changed": "max(len(values), 1) in the patched copy",
+            "disproof": "it still fails with 'ZeroDivisionError'", "alternatives": ["the data file is empty"],
+            "python": sys.executable})
+    data = structured(result)
+    check = {c["name"]: c for c in data["gate"]["checks"]}["one_variable"]
+    assert data["result"] == "supported" and not check["passed"]
+    assert check["why"].startswith("not checked: the experiment runs") and str(copy) in check["why"]
+    assert "data.json" not in check["why"]
