@@ -134,3 +134,29 @@ async def test_slurm_lines(repo: Path) -> None:
     assert raised["ranks"]["1"] == {"outcome": "fail", "first_error": "ValueError: rank 1 refuses to start",
                                     "node": "n2"}
     assert raised["ranks"]["0"]["outcome"] == "ok"
+
+
+WAITER = """\
+import threading
+
+
+def wait_for_peer(done):
+    done.wait()  # the peer that would set it never starts
+
+
+print("step 1 loss 2.30", flush=True)
+wait_for_peer(threading.Event())
+"""
+
+
+async def test_a_hung_run_is_located_at_the_projects_line(repo: Path) -> None:
+    (repo / "waiter.py").write_text(WAITER)
+    async with stdio_client(repo) as client:
+        result = await client.call_tool("reproduce", {"command": f"{sys.executable} waiter.py", "runs": 1,
+                                                      "idle_timeout_s": 2, "timeout_s": 60})
+    data = structured(result)
+    d = data["diagnosis"]
+    assert data["runs"][0]["outcome"] == "hang" and d["category"] == "hang"
+    assert d["location"] == "waiter.py:5", d
+    assert any(stack["user_frame"] == "waiter.py:5" for stack in d["stacks"])
+    assert "at waiter.py:5" in result.content[0].text

@@ -413,6 +413,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if location is None:
         # A hang's (or a crash's faulthandler dump's) first stuck process: the project's line it stands on.
         dumps = summaries or (stacks_in_log(text, root) if category in ("hang", "crash") else [])
+        dumps = sorted(dumps, key=lambda s: (s.rank is None, s.rank or 0))  # the lowest stuck rank first
         location = next((s.user_frame for s in dumps if s.user_frame), None)
     message = error.message if error else ""
     if error is None and category == "hang":
