@@ -230,6 +230,7 @@ async def test_bisect_commits_leaves_the_users_tree_alone(tmp_path: Path) -> Non
     skipped = [t for t in result.tested if t.outcome == "skip"]
     assert [t.sha for t in skipped] == [shas[5]]  # commit 6 exits 125: skipped, never counted bad
     assert len(result.tested) <= 2 + 5
+    assert result.interpreter_note.startswith("rootcause's own interpreter")  # no .venv in this project: said
     after = (snapshot(root), git(root, "status", "--porcelain"), git(root, "diff", "--cached"),
              git(root, "symbolic-ref", "HEAD"), git(root, "rev-parse", "HEAD"))
     assert after == before

@@ -92,6 +92,8 @@ class BisectCommitsResult(ToolResult):
                                  description="Skipped commits between last_good and first_bad (short shas).")
     detail: str = ""
     reason: str | None = Field(None, description="Why the search is inconclusive or could not be set up.")
+    interpreter_note: str | None = Field(None, description="Said when the reproducer did not run with the project's "
+                                                           "own interpreter (no .venv in the project).")
     via_merges: list[str] = Field(default_factory=list, description="Merges (short shas) the search went through: "
                                                                     "the first bad commit came in with each one's "
                                                                     "merged branch.")
@@ -99,6 +101,8 @@ class BisectCommitsResult(ToolResult):
 
     def summary(self) -> str:
         lines = [f"bisect_commits {self.good}..{self.bad}: {self.status}", self.detail]
+        if self.interpreter_note:
+            lines.append(f"interpreter: {self.interpreter_note}")
         c = self.first_bad_commit
         if c:
             lines.append(f"first bad commit: {c.short} {c.subject} ({c.author}, {c.author_date})")
@@ -204,6 +208,8 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
                 return tested
         run = await run_reproducer(ctx, inp, prepared, source=tree, python=None, label=f"bisect_commits {info.short}")
         runs[sha] = run
+        if run.observation is not None and run.observation.interpreter_note:
+            result.interpreter_note = run.observation.interpreter_note
         tested.log_path, tested.error, tested.signature = run.log_path, run.error, run.signature
         tested.outcome_reason, tested.matches_expected = run.reason, run.matches_expected
         if run.exit_code == SKIP_EXIT:
