@@ -255,3 +255,14 @@ def test_rule_and_template_tables_are_well_formed_data() -> None:
     watchdog = next(t for t in TEMPLATES if t.name == "NCCLWatchdogTimeout")
     m = watchdog.pattern.search("Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=allGather")
     assert m and watchdog.identity(m) == "nccl-watchdog-timeout ALLGATHER"
+
+
+def test_a_logger_line_wrapped_mid_sentence_keeps_its_signature(tmp_path: Path) -> None:
+    message = ("Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu! "
+               "(when checking argument for argument mat1 in method wrapper_CUDA_addmm)")
+    one = diagnose_text(f"2024-05-01 10:00:00 ERROR Exception: {message}\n", tmp_path)
+    cut = message.index(" cpu!")
+    two = diagnose_text(f"2024-05-01 10:00:00 ERROR Exception: {message[:cut]}\n{message[cut + 1:]}\n"
+                        "2024-05-01 10:00:01 INFO shutting down\n", tmp_path)
+    assert one.category == two.category == "device_mismatch"
+    assert one.signature == two.signature and "wrapper_CUDA_addmm" in one.signature

@@ -47,14 +47,18 @@ def parameterise(text: str) -> str:
     return text.strip()
 
 
+_WRAPPED = re.compile(r"[\w,]$")  # a line that stops mid-sentence (no closing punctuation)
+
+
 def first_sentence(message: str) -> str:
     """The first sentence of a message; a first line ending in ':' takes its first detail line with it."""
     lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
     if not lines:
         return ""
     head, more = lines[0], 1
-    while head.count("(") > head.count(")") and more < min(len(lines), 4):
-        head = f"{head} {lines[more]}"  # a parenthesis the log wrapped onto the next line
+    while more < min(len(lines), 4) and (head.count("(") > head.count(")") or (_WRAPPED.search(head)
+                                          and lines[more][:1].islower())):
+        head = f"{head} {lines[more]}"  # a parenthesis or a sentence the log wrapped onto the next line
         more += 1
     if head.endswith(":") and len(lines) > more:
         head = f"{head} {lines[more].split(':', 1)[0]}"
