@@ -141,7 +141,7 @@ async def test_sbatch_script_is_submitted_and_followed(repo: Path, slurm_cluster
 @needs_torch
 async def test_gloo_hang_dumps_every_rank_on_every_node_then_cancels(repo: Path, slurm_cluster: str) -> None:
     (repo / "hang_dist.py").write_text(HANG_DIST)
-    record = await run_slurm(_spec(repo, [PYTHON, "hang_dist.py"], slurm_cluster, timeout_s=300, idle_timeout_s=6),
+    record = await run_slurm(_spec(repo, [PYTHON, "hang_dist.py"], slurm_cluster, timeout_s=300, idle_timeout_s=10),
                              SlurmOptions(nodes=2), Workspace(repo))
     assert record.outcome == "hang" and record.timed_out == "idle" and record.job_state == "CANCELLED"
     by_rank = {s.rank: s for s in record.stacks}

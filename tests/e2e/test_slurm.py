@@ -99,7 +99,7 @@ async def test_two_node_gloo_hang_is_dumped_on_both_nodes_and_cancelled(repo: Pa
     _commit(repo, {"hang_dist.py": HANG_DIST})
     async with stdio_client(repo) as client:
         result = await client.call_tool("reproduce", {
-            "command": "python hang_dist.py", "runs": 1, "timeout_s": 300, "idle_timeout_s": 8,
+            "command": "python hang_dist.py", "runs": 1, "timeout_s": 300, "idle_timeout_s": 10,
             "launcher": "slurm", "slurm": {"nodes": 2, "ntasks_per_node": 1}})
         data = structured(result)
     run = data["runs"][0]
