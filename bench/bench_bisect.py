@@ -39,16 +39,18 @@ RUNS = 5
 UV_ENV = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
 
 
-def _project(folder: Path) -> Path:
-    root = folder / "project"
-    shutil.copytree(REPO / "tests" / "fixtures" / "bisect" / "clickproj", root)
+def _project(folder: Path, fixture: str = "clickproj") -> Path:
+    root = folder / fixture
+    shutil.copytree(REPO / "tests" / "fixtures" / "bisect" / fixture, root)
     subprocess.run([uv_binary(), "lock", "-q", "--python", sys.executable], cwd=root, env=UV_ENV, check=True)
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     return root
 
 
-def manual(root: Path, work: Path) -> tuple[float, bool]:
-    """The seed's manual sequence; True when it saw the outcome flip."""
+def manual(root: Path, work: Path, target: tuple[str, str] = ("click", "8.2.0"),
+           program: tuple[str, ...] = ("python", "repro.py")) -> tuple[float, bool]:
+    """The seed's manual sequence; True when it saw the outcome flip. `program[0]` runs from each venv's bin/
+    (uv sync installs a packaged project itself, so its console scripts are there)."""
     uv = uv_binary()
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -62,14 +64,14 @@ def manual(root: Path, work: Path) -> tuple[float, bool]:
     sh(uv, "sync", "-q", "--frozen", "--active", env={**UV_ENV, "VIRTUAL_ENV": str(a)})
     sh(uv, "venv", "-q", "--python", sys.executable, str(b))
     sh(uv, "sync", "-q", "--frozen", "--active", env={**UV_ENV, "VIRTUAL_ENV": str(b)})
-    sh(uv, "pip", "install", "-q", "--python", str(b / "bin" / "python"), "click==8.2.0")
+    sh(uv, "pip", "install", "-q", "--python", str(b / "bin" / "python"), f"{target[0]}=={target[1]}")
     fa = parse_freeze(sh(uv, "pip", "freeze", "--python", str(a / "bin" / "python")).stdout)
     fb = parse_freeze(sh(uv, "pip", "freeze", "--python", str(b / "bin" / "python")).stdout)
     diff = {k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)}
-    ra = sh(str(a / "bin" / "python"), "repro.py", check=False)
-    rb = sh(str(b / "bin" / "python"), "repro.py", check=False)
+    ra = sh(str(a / "bin" / program[0]), *program[1:], check=False)
+    rb = sh(str(b / "bin" / program[0]), *program[1:], check=False)
     elapsed = time.perf_counter() - started
-    return elapsed, diff == {"click"} and ra.returncode == 0 and rb.returncode != 0
+    return elapsed, diff == {target[0]} and ra.returncode == 0 and rb.returncode != 0
 
 
 async def ours(root: Path, keep: bool = True) -> tuple[float, bool]:
@@ -79,32 +81,7 @@ async def ours(root: Path, keep: bool = True) -> tuple[float, bool]:
     return time.perf_counter() - started, result.verdict == "version_flips_outcome"
 
 
-def _ep_project(folder: Path) -> Path:
-    root = folder / "ep"
-    shutil.copytree(REPO / "tests" / "fixtures" / "bisect" / "entrypoints", root)
-    subprocess.run([uv_binary(), "lock", "-q", "--python", sys.executable], cwd=root, env=UV_ENV, check=True)
-    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
-    return root
-
-
-def manual_ep(root: Path, work: Path) -> tuple[float, bool]:
-    """The manual sequence for the entry-points project: both venvs hold the project (uv sync installs it)."""
-    uv = uv_binary()
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    started = time.perf_counter()
-
-    def sh(*argv: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(argv, cwd=root, env=env or UV_ENV, check=check, capture_output=True, text=True)
-
-    a, b = work / "A", work / "B"
-    for venv in (a, b):
-        sh(uv, "venv", "-q", "--python", sys.executable, str(venv))
-        sh(uv, "sync", "-q", "--frozen", "--active", env={**UV_ENV, "VIRTUAL_ENV": str(venv)})
-    sh(uv, "pip", "install", "-q", "--python", str(b / "bin" / "python"), "importlib-metadata==5.0.0")
-    ra = sh(str(a / "bin" / "epproj-scripts"), check=False)
-    rb = sh(str(b / "bin" / "epproj-scripts"), check=False)
-    return time.perf_counter() - started, ra.returncode == 0 and rb.returncode != 0
+EP_TARGET, EP_PROGRAM = ("importlib-metadata", "5.0.0"), ("epproj-scripts",)
 
 
 async def ours_ep(root: Path) -> tuple[float, bool]:
@@ -116,12 +93,12 @@ async def ours_ep(root: Path) -> tuple[float, bool]:
 
 
 def entry_points_case(folder: Path) -> dict[str, float]:
-    root = _ep_project(folder)
-    manual_ep(root, folder / "manual-ep")
+    root = _project(folder, "entrypoints")
+    manual(root, folder / "manual-ep", EP_TARGET, EP_PROGRAM)
     asyncio.run(ours_ep(root))
     manual_times, warm, cold = [], [], []
     for _ in range(RUNS):
-        elapsed, ok = manual_ep(root, folder / "manual-ep")
+        elapsed, ok = manual(root, folder / "manual-ep", EP_TARGET, EP_PROGRAM)
         assert ok, "the manual sequence did not see the flip"
         manual_times.append(elapsed)
         elapsed, ok = asyncio.run(ours_ep(root))
