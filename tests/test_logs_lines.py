@@ -93,3 +93,15 @@ def test_streaming_reader_matches_the_whole_text_reader(tmp_path: Path) -> None:
     streamed = list(iter_lines(path, sample=10))
     assert [(ln.rank, ln.text) for ln in streamed] == [(ln.rank, ln.text) for ln in split_lines(text)][:len(streamed)]
     assert streamed[-1].text == "done" and clean("a\rb") == "a\nb"
+
+
+def test_docker_compose_service_prefixes_are_streams() -> None:
+    lines = split_lines("trainer-1  | Traceback (most recent call last):\nredis-1    | Ready to accept connections\n"
+                        "trainer-1  | ModuleNotFoundError: No module named 'flash_attn'\n"
+                        "trainer-1 exited with code 1\n")
+    assert [(ln.worker, ln.text) for ln in lines][:3] == [
+        ("trainer-1", "Traceback (most recent call last):"), ("redis-1", "Ready to accept connections"),
+        ("trainer-1", "ModuleNotFoundError: No module named 'flash_attn'")]
+    # A metric table's first column is not a service.
+    table = split_lines("Train | Epoch 3 | Loss 0.1\nTrain | Epoch 4 | Loss 0.1\n")
+    assert table[0].text == "Train | Epoch 3 | Loss 0.1"

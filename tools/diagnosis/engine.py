@@ -350,7 +350,8 @@ def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary
 
 
 _ERRORISH = re.compile(r"\b(error|errors|failed|failure|fatal|exception|abort(ed)?|killed|timed? ?out|"
-                       r"cancelled|segmentation fault|core dumped)\b", re.IGNORECASE)
+                       r"cancelled|segmentation fault|core dumped|exit(ed)? with (exit )?(code|status) [1-9]\d*)\b",
+                       re.IGNORECASE)
 
 
 def _last_error_line(lines: list[Line]) -> str:

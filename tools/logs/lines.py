@@ -53,6 +53,8 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("rank", r"^\[(?P<rank>\d+),\d+\]<std(?:out|err)>:\s?"),
     _p("worker", r"^\((?P<worker>[\w.\-]+)?\s*(?:rank=(?P<rank>\d+)\s*)?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:\-]+)?\)\s?"),
     _p("srun", r"^\s{0,3}(?P<rank>\d{1,4}): ", always=False),
+    # docker compose: `trainer-1  | ` (v2), `proj_trainer_1  | ` (v1).
+    _p("compose", r"^(?P<worker>[\w.\-]+[-_]\d+)\s+\|\s?", always=False),
     # Timestamps and collectors.
     _p("syslog", rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?:[\w.\-]+ [\w.\-/]+(?:\[\d+\])?: )?", record=True),
     _p("iso", rf"^\[?{_ISO}\]?:?(?:\s+-)?\s", record=True),
@@ -145,6 +147,8 @@ def _peel(line: str, allowed: frozenset[str] | None) -> tuple[str, Parsed]:
             parsed.rank = int(groups["rank"])
         if prefix.kind == "worker":
             parsed.worker = f"{groups.get('worker') or 'worker'} pid={groups['pid']}"
+        elif prefix.kind == "compose":
+            parsed.worker = groups["worker"]
         level = groups.get("level") or _GLOG_LEVEL.get(groups.get("glevel") or "")
         if level and parsed.level is None:
             parsed.level = "WARNING" if level == "WARN" else level
