@@ -90,7 +90,8 @@ class ReproduceResult(ToolResult):
             extra = f", {r.timed_out} timeout" if r.timed_out else ""
             why = f" — {r.outcome_reason}" if r.outcome_reason.startswith("exit 0, but") else ""
             mark = " [different failure]" if r.matches_expected is False else ""
-            lines.append(f"  {r.run_id}: {r.outcome} ({r.code()}{extra}, {r.duration_s:.1f}s){why}{mark} "
+            job = f"Slurm job {r.job_id}, " if r.job_id else ""
+            lines.append(f"  {r.run_id}: {r.outcome} ({job}{r.code()}{extra}, {r.duration_s:.1f}s){why}{mark} "
                          f"log {r.log_path}")
         lines.append(f"Interpreter: {self.interpreter}")
         lines.append(f"Environment: {self.environment.one_line()}" +
@@ -106,7 +107,8 @@ def _diagnosis_lines(d: Diagnosis) -> list[str]:
     if d.keywords:
         lines.append(f"Keywords: {', '.join(d.keywords)}")
     if d.ranks:
-        shown = ", ".join(f"{k}: {v.outcome}" for k, v in list(d.ranks.items())[:16])
+        shown = ", ".join(f"{k}: {v.outcome}" + (f" on {v.node}" if v.node else "")
+                          for k, v in list(d.ranks.items())[:16])
         lines.append(f"Ranks: {shown}")
     for stack in d.stacks[:8]:
         lines.append(f"  {stack.describe()}")
