@@ -358,10 +358,8 @@ async def analyze_training_log(inp: AnalyzeTrainingLogInput, ctx: ToolContext) -
     if store is not None and inp.session_id:
         data = result.model_dump(mode="json", include={"path", "steps", "first_nonfinite_step", "spike_count",
                                                        "first_divergent_step", "rtol", "compare_to", "series_path",
-                                                       "plot_path"})
+                                                       "plot_path", "lr", "largest_spike", "spikes_before_nonfinite"})
         data["spikes"] = [s.model_dump(mode="json") for s in result.spikes[:10]]
-        if result.largest_spike:
-            data["largest_spike"] = result.largest_spike.model_dump(mode="json")
         store.record(inp.session_id, "analyze_training_log", result.summary(), data, phase=None)
     return result
 
