@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -22,7 +21,8 @@ from tools.bisect.common import (
     Prepared,
     Progress,
     ReproducerFields,
-    describe_run,
+    SearchStatus,
+    check_endpoint,
     prepare,
     record_evidence,
     run_reproducer,
@@ -34,9 +34,10 @@ from tools.interpreters import activation_env, resolve_python
 from tools.results import ToolResult, bounded
 from tools.runner import RunSpec, parse_command, run_captured, run_process
 
-Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]
+Status = SearchStatus
 WORKTREE = "bisect-commits"
 SKIP_EXIT = 125  # git bisect run's "cannot test this commit"
+SKIPPED_125 = f"exit code {SKIP_EXIT}: commit cannot be tested"
 MAX_MERGE_DEPTH = 5
 
 
@@ -213,7 +214,7 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
         tested.log_path, tested.error, tested.signature = run.log_path, run.error, run.signature
         tested.outcome_reason, tested.matches_expected = run.reason, run.matches_expected
         if run.exit_code == SKIP_EXIT:
-            tested.outcome_reason = tested.error = f"exit code {SKIP_EXIT}: commit cannot be tested"
+            tested.outcome_reason = tested.error = SKIPPED_125
             return tested
         tested.outcome = "skip" if run.verdict == "skip" else run.outcome
         verdicts[sha] = run.verdict
@@ -222,23 +223,13 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
     def verdict(t: TestedCommit) -> Verdict:
         return verdicts[t.sha]
 
-    for sha, want, status in ((order[0], "good", "good_not_good"), (order[-1], "bad", "bad_not_bad")):
+    for sha, want in ((order[0], "good"), (order[-1], "bad")):
         tested = await test(sha)
-        if verdict(tested) == want:
-            continue
-        if verdict(tested) == "skip" and sha in runs and runs[sha].exit_code != SKIP_EXIT:
-            result.status = "inconclusive"
-            result.reason = f"at the {want} endpoint {tested.short}: {tested.outcome_reason}"
-            result.detail = f"the reproducer decides nothing {result.reason}; nothing was bisected."
-        elif verdict(tested) == "skip":
-            result.reason = tested.outcome_reason
-            result.detail = (f"the {want} endpoint {tested.short} could not be tested ({tested.outcome_reason}); "
-                             "nothing was bisected.")
-        else:
-            result.status = status  # type: ignore[assignment]
-            result.detail = (f"{want} {tested.short} is not {want}: the reproducer {describe_run(runs[sha])} there; "
-                             "nothing was bisected.")
-        return
+        run = runs.get(sha) if tested.outcome_reason != SKIPPED_125 else None
+        stop = check_endpoint(want, tested.short, verdict(tested), run, tested.outcome_reason, "the commit")
+        if stop is not None:
+            result.status, result.detail, result.reason = stop.status, stop.detail, stop.reason
+            return
 
     async def judge(i: int) -> Verdict:
         return verdict(await test(order[i]))

@@ -147,6 +147,40 @@ def describe_run(judged: Judged) -> str:
     return text + (f": {judged.error}" if judged.error and judged.outcome != "hang" else "")
 
 
+SearchStatus = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]
+
+
+@dataclass
+class Stop:
+    """Why a search stops at its endpoints: the status, the detail line and the reason."""
+
+    status: SearchStatus
+    detail: str
+    reason: str | None = None
+
+
+def check_endpoint(want: Literal["good", "bad"], name: str, got: Verdict, run: Judged | None,
+                   why: str | None = None, subject: str = "the change") -> Stop | None:
+    """None when the endpoint is what the user said it is; else why the search cannot start.
+
+    run is None when the endpoint could not be set up (`why` says what failed)."""
+    if got == want:
+        return None
+    if run is None:
+        return Stop("setup_failed", f"the {want} endpoint {name} could not be tested ({why}); nothing was bisected.",
+                    why)
+    cause = run.not_the_package(("both",)) if want == "good" and got == "bad" else None
+    if cause is not None:
+        reason = f"the good endpoint {name} fails before {subject} matters: {cause}"
+        return Stop("inconclusive", reason + "; fix that first, then bisect again.", reason)
+    if got == "skip":
+        reason = f"at the {want} endpoint {name}: {run.reason}"
+        return Stop("inconclusive", f"the reproducer decides nothing {reason}; nothing was bisected.", reason)
+    return Stop("good_not_good" if want == "good" else "bad_not_bad",
+                f"{want} {name} is not {want}: the reproducer {describe_run(run)} there; nothing was bisected. "
+                "Check the command and the endpoints.")
+
+
 def record_evidence(ctx: ToolContext, session_id: str | None, tool: str, summary: str, data: dict) -> None:
     if session_id is not None:
         SessionStore(ctx.workspace).record(session_id, tool, summary, data, phase=2)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Literal
 
 from packaging.version import Version
 from pydantic import BaseModel, Field
@@ -16,7 +15,8 @@ from tools.bisect.common import (
     Prepared,
     Progress,
     ReproducerFields,
-    describe_run,
+    SearchStatus,
+    check_endpoint,
     prepare,
     record_evidence,
     run_reproducer,
@@ -29,7 +29,7 @@ from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.results import ToolResult
 
-Status = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]
+Status = SearchStatus
 
 
 class BisectVersionsInput(ReproducerFields, EnvFields):
@@ -193,28 +193,13 @@ async def _search(ctx: ToolContext, inp: BisectVersionsInput, prepared: Prepared
     await progress.step(f"building both endpoints concurrently: {order[0]} and {order[-1]}")
     built_good, built_bad = await asyncio.gather(build(order[0]), build(order[-1]))
     first, last = await test(order[0], built_good), await test(order[-1], built_bad)
-    for tested, want, status in ((first, "good", "good_not_good"), (last, "bad", "bad_not_bad")):
-        got = verdict(tested)
-        if got == want:
-            continue
-        cause = runs[tested.version].not_the_package(("both",)) if want == "good" and got == "bad" else None
-        if cause is not None:
-            result.status = "inconclusive"
-            result.reason = f"the good endpoint {tested.version} fails before the package matters: {cause}"
-            result.detail = result.reason + "; fix that first, then bisect again."
-        elif tested.outcome == "skip" and tested.version not in runs:
-            result.detail = f"the endpoint {tested.version} {tested.outcome_reason}"
-            result.reason, result.failed_log = result.detail, tested.log_path
-        elif tested.outcome == "skip":
-            result.status = "inconclusive"
-            result.reason = f"at the {want} endpoint {tested.version}: {tested.outcome_reason}"
-            result.detail = f"the reproducer decides nothing {result.reason}; nothing was bisected."
-        else:
-            result.status = status  # type: ignore[assignment]
-            result.detail = (f"{want} {tested.version} is not {want}: the reproducer "
-                             f"{describe_run(runs[tested.version])} there; nothing was bisected. Check the "
-                             f"command and the endpoints.")
-        return
+    for tested, want in ((first, "good"), (last, "bad")):
+        stop = check_endpoint(want, tested.version, verdict(tested), runs.get(tested.version),
+                              tested.outcome_reason, "the package")
+        if stop is not None:
+            result.status, result.detail, result.reason = stop.status, stop.detail, stop.reason
+            result.failed_log = tested.log_path if tested.version not in runs else None
+            return
 
     async def judge(i: int) -> Verdict:
         v = order[i]
