@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from tests.conftest import error_text, git, stdio_client, structured
-from tests.slurm.fixtures import slurm_cluster, wait_nothing_left
+from tests.slurm.fixtures import slurm_cluster, squeue_jobs, wait_nothing_left
 
 __all__ = ["slurm_cluster"]  # the fixture, imported for pytest
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -257,3 +257,26 @@ async def test_server_killed_mid_run_leaves_no_job(repo: Path, slurm_cluster: st
     assert job_id
     jobs, procs = wait_nothing_left(slurm_cluster, job_id, within_s=30)
     assert not jobs and not procs, (jobs, procs)
+
+
+@needs_torch
+async def test_the_launcher_reaches_verify_hypothesis_and_check_collateral(repo: Path, slurm_cluster: str) -> None:
+    _commit(repo, {"shard_check.py": SHARD_CHECK, "calc.py": "def mul(a, b):\n    return a * b\n",
+                   "test_calc.py": "from calc import mul\n\n\ndef test_mul():\n    assert mul(2, 3) == 6\n\n\n"
+                                   "def test_sum():\n    assert sum([1, 1]) == 2\n"})
+    async with stdio_client(repo) as client:
+        sid = structured(await client.call_tool("start_session", {
+            "symptom": "ValueError: shard 1 has 3 rows on rank 1 of a 2-node job"}))["session_id"]
+        verdict = structured(await client.call_tool("verify_hypothesis", {
+            "session_id": sid, "hypothesis": "check_shard raises on rank 1 because its shard has 3 rows",
+            "prediction": "a 2-node run fails with ValueError on rank 1 only", "command": "python shard_check.py",
+            "expect": "ValueError: shard 1 has 3 rows", "changed": "nothing: the same script on 2 nodes",
+            "disproof": "rank 0 fails too, or no ValueError at all",
+            "alternatives": ["the loader drops a row on every rank"], "launcher": "slurm", "slurm": {"nodes": 2}}))
+        assert verdict["result"] == "supported"
+        assert all(r["launcher"] == "slurm" and r["job_id"] for r in verdict["runs"])
+        (repo / "calc.py").write_text("def mul(a, b):\n    return a * b + 1\n")
+        collateral = structured(await client.call_tool("check_collateral", {
+            "command": "python -m pytest -q test_calc.py", "launcher": "slurm", "session_id": sid}))
+    assert collateral["verdict"] == "collateral" and collateral["new_failures"] == ["test_calc.py::test_mul"]
+    assert not squeue_jobs(slurm_cluster)
