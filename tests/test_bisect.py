@@ -489,3 +489,18 @@ async def test_bisect_env_base_current_installs_the_project_too(tmp_path: Path) 
     assert result.verdict == "version_flips_outcome", result.summary()
     assert result.env_a.project == result.env_b.project == "epproj 0.1.0 (editable)"
     assert sorted(p.name for p in root.iterdir()) == [".rootcause", "pyproject.toml", "src"]
+
+
+async def test_bisect_commits_hung_git_checkout_is_a_usage_error(tmp_path: Path) -> None:
+    """A smudge filter that never returns (a stuck LFS): the worktree checkout stops at setup_timeout_s."""
+    root = tmp_path / "stuck"
+    shas = commit_series(root, [GOOD, WRONG])
+    (root / ".gitattributes").write_text("*.dat filter=stuck\n")
+    (root / "blob.dat").write_text("data\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "data")
+    git(root, "config", "filter.stuck.smudge", "sleep 300")
+    async with memory_client(root) as client:
+        text = error_text(await client.call_tool("bisect_commits", {
+            "good": shas[0], "bad": "HEAD", "command": "python check.py", "setup_timeout_s": 3}))
+    assert "`git checkout --detach --force" in text and "did not finish within 3s" in text

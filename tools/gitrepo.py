@@ -65,11 +65,16 @@ def execute(argv: list[str], cwd: Path | str, *, timeout_s: float | None = None,
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise UsageError(
-            f"`git {_describe(argv[1:])}` did not finish within {limit:g}s (in {cwd}) and was stopped.",
-            "git waits like this on a credential prompt, another git's lock, or a slow filter or hook; run the same "
-            "command in a terminal there to see what it waits for (RC_GIT_TIMEOUT_S raises the limit)") from None
+        raise stopped(argv[1:], limit, cwd) from None
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def stopped(args: list[str] | tuple[str, ...], limit: float, cwd: Path | str) -> UsageError:
+    """The error for a git command stopped at its time limit (also for git run through the runner)."""
+    return UsageError(
+        f"`git {_describe(args)}` did not finish within {limit:g}s (in {cwd}) and was stopped.",
+        "git waits like this on a credential prompt, another git's lock, or a slow filter or hook; run the same "
+        "command in a terminal there to see what it waits for (RC_GIT_TIMEOUT_S raises the limit)")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

@@ -116,8 +116,11 @@ class BisectCommitsResult(ToolResult):
 
 
 async def _git(ctx: ToolContext, *args: str) -> tuple[int | None, str]:
-    record, output = await run_captured(["git", *args], ctx.workspace, cwd=ctx.root, timeout_s=120,
-                                        label=f"git {args[0]}")
+    limit = gitrepo.default_timeout()
+    record, output = await run_captured(["git", *args], ctx.workspace, cwd=ctx.root, env=gitrepo.GIT_ENV,
+                                        timeout_s=limit, label=f"git {args[0]}")
+    if record.timed_out:
+        raise gitrepo.stopped(args, limit, ctx.root)
     return record.exit_code, output
 
 
