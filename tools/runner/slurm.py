@@ -287,12 +287,19 @@ async def cancel_job(job_id: str | None, run_id: str, env: dict[str, str], withi
     name = f"{JOB_PREFIX}{run_id}"
     if job_id:
         await _call(["scancel", job_id], env)
-    await _call(["scancel", f"--name={name}"], env)
+    # Without an id the submission may have been cut short while the controller still registers the
+    # job: squeue must show no job of the run twice, a second apart, scancel by name before each look.
+    empty_looks_needed = 1 if job_id else 2
     deadline = time.monotonic() + within_s
     while True:
+        await _call(["scancel", f"--name={name}"], env)
         code, out = await _call(["squeue", "-h", f"--name={name}", "-o", "%i"], env)
         if code == 0 and not out:
-            return True
+            empty_looks_needed -= 1
+            if empty_looks_needed <= 0:
+                return True
+            await asyncio.sleep(1.0)
+            continue
         if time.monotonic() >= deadline:
             return False
         await asyncio.sleep(0.2)
