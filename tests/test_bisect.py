@@ -360,14 +360,14 @@ async def test_bisect_versions_finds_importlib_metadata_5_with_the_project_insta
     assert result.project == "epproj 0.1.0 (editable)"
 
 
-def commit_series(root: Path, bodies: list[str]) -> list[str]:
-    """One commit per calc.py body, with the history fixture's check.py as the reproducer."""
+def commit_series(root: Path, bodies: list[str], file: str = "calc.py") -> list[str]:
+    """One commit per body of `file` (calc.py), with the history fixture's check.py as calc.py's reproducer."""
     root.mkdir(parents=True)
     git(root, "init", "-q", "-b", "main")
     shutil.copy(BISECT / "history" / "check.py", root / "check.py")
     shas = []
     for i, body in enumerate(bodies, 1):
-        (root / "calc.py").write_text(f"# revision {i}\n{body}")
+        (root / file).write_text(f"# revision {i}\n{body}")
         git(root, "add", "-A")
         git(root, "commit", "-q", "-m", f"change {i}")
         shas.append(git(root, "rev-parse", "HEAD"))
@@ -504,3 +504,19 @@ async def test_bisect_commits_hung_git_checkout_is_a_usage_error(tmp_path: Path)
         text = error_text(await client.call_tool("bisect_commits", {
             "good": shas[0], "bad": "HEAD", "command": "python check.py", "setup_timeout_s": 3}))
     assert "`git checkout --detach --force" in text and "did not finish within 3s" in text
+
+
+TRAINS = "for step in range(1, 6):\n    print(f'step {step} loss {1.0 / step:.4f}')\n"
+DIVERGES = ("for step in range(1, 6):\n    loss = float('nan') if step >= 3 else 1.0 / step\n"
+            "    print(f'step {step} loss {loss:.4f}')\n")
+
+
+async def test_bisect_commits_counts_a_nan_run_that_exits_0_as_bad(tmp_path: Path) -> None:
+    """The same observation as reproduce: exit 0 with a NaN loss is a failure (the trainer never raised)."""
+    shas = commit_series(tmp_path / "nan", [TRAINS] * 4 + [DIVERGES] * 3, file="train.py")
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python train.py",
+                                                     keep=False), ToolContext.for_root(tmp_path / "nan"))
+    assert result.status == "found", result.summary()
+    assert result.first_bad_commit.sha == shas[4]
+    bad = [t for t in result.tested if t.outcome == "fail"]
+    assert bad and all(t.outcome_reason == "exit 0, but loss is NaN from step 3" for t in bad)
