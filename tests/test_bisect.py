@@ -520,3 +520,17 @@ async def test_bisect_commits_counts_a_nan_run_that_exits_0_as_bad(tmp_path: Pat
     assert result.first_bad_commit.sha == shas[4]
     bad = [t for t in result.tested if t.outcome == "fail"]
     assert bad and all(t.outcome_reason == "exit 0, but loss is NaN from step 3" for t in bad)
+
+
+async def test_the_sessions_symptom_is_the_yardstick_without_expect(ep_repo: Path) -> None:
+    async with memory_client(ep_repo) as client:
+        same = structured(await client.call_tool("start_session", {
+            "symptom": "epproj-scripts crashes with KeyError: 'console_scripts' after the lock refresh"}))
+        other = structured(await client.call_tool("start_session", {
+            "symptom": "epproj-scripts raises AttributeError: 'EntryPoints' object has no attribute 'get'"}))
+        base = {"package": "importlib-metadata", "version": "5.0.0", "command": "epproj-scripts"}
+        matched = structured(await client.call_tool("bisect_env", {**base, "session_id": same["session_id"]}))
+        assert matched["verdict"] == "version_flips_outcome" and matched["env_b"]["matches_expected"] is True
+        differs = structured(await client.call_tool("bisect_env", {**base, "session_id": other["session_id"]}))
+    assert differs["verdict"] == "inconclusive" and differs["env_b"]["matches_expected"] is False
+    assert "not with the expected failure (the session's symptom" in differs["reason"]
