@@ -12,7 +12,7 @@ from tools.bisect.common import Judged
 from tools.bisect.env import detect_codegen, use_worktrees, verdict_of
 from tools.bisect.index import Release, _files_from_html, between
 from tools.bisect.search import bisect
-from tools.bisect.uvenv import client_message, diff_freezes, requirements_of
+from tools.bisect.uvenv import client_message, default_groups, diff_freezes, project_name, requirements_of
 from tools.bisect.validate import package_name, version
 from tools.errors import UsageError
 
@@ -143,3 +143,19 @@ def test_tls_failure_names_the_missing_ssl_cert_file(monkeypatch: pytest.MonkeyP
     assert "SSL_CERT_FILE is not set" in tls_note(output) and tls_note("error: No solution found") == ""
     monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt")
     assert tls_note(output) == ""
+
+
+@pytest.mark.parametrize(("pyproject", "name", "groups"), [
+    ('[project]\nname = "Ep_Proj"\n[build-system]\nrequires = ["hatchling"]\n', "ep-proj", ()),
+    ('[project]\nname = "virt"\n[dependency-groups]\ndev = ["six"]\nlint = ["ruff"]\n', None, ("dev",)),
+    ('[project]\nname = "p"\n[tool.uv]\npackage = true\ndefault-groups = ["lint"]\n'
+     '[dependency-groups]\ndev = ["six"]\nlint = ["ruff"]\n', "p", ("lint",)),
+    ('[project]\nname = "p"\n[build-system]\nrequires = ["x"]\n[tool.uv]\npackage = false\ndefault-groups = "all"\n'
+     '[dependency-groups]\ndev = ["six"]\nlint = ["ruff"]\n', None, ("dev", "lint")),
+    ("not toml [", None, ()),
+])
+def test_project_name_and_default_groups(tmp_path: Path, pyproject: str, name: str | None,
+                                         groups: tuple[str, ...]) -> None:
+    """Which project bisect environments install (uv's package switch wins) and which groups uv sync would add."""
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    assert project_name(tmp_path) == name and default_groups(tmp_path) == groups

@@ -246,7 +246,8 @@ def project_name(source: Path) -> str | None:
     if (source / "pyproject.toml").is_file():
         data = _pyproject(source)
         name = data.get("project", {}).get("name")
-        packaged = "build-system" in data or data.get("tool", {}).get("uv", {}).get("package") is True
+        declared = data.get("tool", {}).get("uv", {}).get("package")  # uv's own switch wins over build-system
+        packaged = declared if isinstance(declared, bool) else "build-system" in data
         if isinstance(name, str) and packaged:
             return canonicalize_name(name)
     if (source / "setup.py").is_file():
