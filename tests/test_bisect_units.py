@@ -159,3 +159,20 @@ def test_project_name_and_default_groups(tmp_path: Path, pyproject: str, name: s
     """Which project bisect environments install (uv's package switch wins) and which groups uv sync would add."""
     (tmp_path / "pyproject.toml").write_text(pyproject)
     assert project_name(tmp_path) == name and default_groups(tmp_path) == groups
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"timeout_s": float("nan")}, "timeout_s must be > 0 seconds and finite"),
+    ({"idle_timeout_s": float("inf")}, "idle_timeout_s must be > 0 seconds and finite"),
+    ({"setup_timeout_s": float("inf")}, "setup_timeout_s must be finite"),
+    ({"launcher": "slurm"}, "run the reproducer locally"),
+    ({"expect": "  "}, "expect is empty"),
+])
+def test_reproducer_fields_are_validated_once(tmp_path: Path, fields: dict, message: str) -> None:
+    """Every bisect validates its reproducer the evidence layer's way before building anything."""
+    from tools.bisect.commits import BisectCommitsInput
+    from tools.bisect.common import prepare
+    from tools.context import ToolContext
+
+    with pytest.raises(UsageError, match=message):
+        prepare(BisectCommitsInput(good="a", bad="b", command="true", **fields), ToolContext.for_root(tmp_path))

@@ -8,6 +8,7 @@ with the reason (it never reached the code under test, or it fails with another 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -17,7 +18,16 @@ from pydantic import Field
 from tools.bisect.causes import Scope, not_the_package
 from tools.context import ToolContext
 from tools.errors import UsageError
-from tools.evidence import Observation, RunDeclaration, RunFields, Yardstick, declare, full_output, run_observed
+from tools.evidence import (
+    MAX_TIMEOUT_S,
+    Observation,
+    RunDeclaration,
+    RunFields,
+    Yardstick,
+    declare,
+    full_output,
+    run_observed,
+)
 from tools.evidence import yardstick as make_yardstick
 from tools.sessions import SessionStore, require_open
 
@@ -51,6 +61,9 @@ def prepare(inp: ReproducerFields, ctx: ToolContext) -> Prepared:
         raise UsageError("the bisects run the reproducer locally, in their own environments and worktrees.",
                          "omit launcher (bisect on a login node, or reproduce on Slurm with reproduce)")
     declare(inp, ctx.workspace, label="bisect")  # the one validation (command, cwd, env, timeouts)
+    if not math.isfinite(inp.setup_timeout_s) or inp.setup_timeout_s > MAX_TIMEOUT_S:
+        raise UsageError(f"setup_timeout_s must be finite and at most {MAX_TIMEOUT_S:g} s, got {inp.setup_timeout_s}.",
+                         "e.g. setup_timeout_s=600")
     return Prepared(make_yardstick(inp.expect, state))
 
 
