@@ -58,6 +58,7 @@ async def test_importlib_metadata_entry_points_over_stdio(tmp_path: Path) -> Non
         data = structured(result)
         assert data["verdict"] == "version_flips_outcome", data["detail"]
         assert data["env_a"]["project"] == data["env_b"]["project"] == "epproj 0.1.0 (editable)"
+        assert all((root / data[side]["path"] / "bin" / "epproj-scripts").is_file() for side in ("env_a", "env_b"))
         assert data["env_b"]["matches_expected"] is True and "console_scripts" in data["env_b"]["error"]
         text = result.content[0].text
         assert text.startswith("bisect_env importlib-metadata==5.0.0: version_flips_outcome")
