@@ -162,8 +162,11 @@ def tool_schemas() -> dict[str, Any]:
             return json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             pass
+    # Modules imported before the key was taken may be older than the files the key describes (a
+    # long-lived process whose sources were edited): only a generation that imported them now is cached.
+    fresh = not any(spec.input.partition(":")[0] in sys.modules for spec in TOOLS)
     schemas = generate()
-    if path is not None:
+    if path is not None and fresh:
         _write(path, schemas)
     return schemas
 

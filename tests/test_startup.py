@@ -4,11 +4,12 @@ engine or a heavy library, and the cache says exactly what the models say."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from server.schemas import compact_input, first_sentence, generate, source_key, tool_schemas
+from server.schemas import compact_input, first_sentence, source_key, tool_schemas
 
 HEAVY = ("torch", "numpy", "matplotlib", "safetensors", "yaml", "rapidfuzz", "markdown_it", "git", "psutil")
 
@@ -23,7 +24,8 @@ print(json.dumps(sorted(sys.modules)))
 
 
 def test_serve_imports_no_engine_and_no_heavy_library(repo: Path) -> None:
-    tool_schemas()  # the cache is written once per source state; the server start reads it
+    # the cache is written once per source state, by a process that imports the engines afresh
+    subprocess.run([sys.executable, "-c", "from server.schemas import tool_schemas; tool_schemas()"], check=True)
     done = subprocess.run([sys.executable, "-c", PROBE, str(repo)], capture_output=True, text=True, check=True)
     modules = set(json.loads(done.stdout))
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
@@ -34,7 +36,11 @@ def test_serve_imports_no_engine_and_no_heavy_library(repo: Path) -> None:
 
 
 def test_cached_schemas_equal_fresh_ones() -> None:
-    assert tool_schemas() == json.loads(json.dumps(generate()))
+    """The cache says what the models on disk say (generated in a new process, without the cache)."""
+    fresh = subprocess.run([sys.executable, "-c", "import json; from server.schemas import generate; "
+                            "print(json.dumps(generate()))"], capture_output=True, text=True, check=True,
+                           env={**os.environ, "ROOTCAUSE_SCHEMA_CACHE": "0"})
+    assert tool_schemas() == json.loads(fresh.stdout)
 
 
 def test_cache_key_follows_the_sources(tmp_path: Path) -> None:
