@@ -26,6 +26,7 @@ from tools import gitrepo
 from tools.context import ToolContext
 from tools.errors import UsageError
 from tools.evidence import (
+    PYTEST_NOT_RUN,
     Observation,
     RunFields,
     declare,
@@ -46,7 +47,7 @@ Mode = Literal["pytest", "unittest", "command"]
 _UNITTEST_LINE = re.compile(r"^(?:FAIL|ERROR): (\S+) \(([^)\s]+)\)", re.MULTILINE)
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 _FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+?)(?: - .*)?$", re.MULTILINE)
-_PYTEST_USAGE_CODES = {2, 3, 4, 5}
+_PYTEST_USAGE_CODES = {2, *PYTEST_NOT_RUN}  # and 2: interrupted (a collection error) gives no test ids
 
 
 class CheckCollateralInput(RunFields):

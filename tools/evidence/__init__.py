@@ -42,10 +42,18 @@ from tools.evidence.declaration import (
 )
 from tools.evidence.execute import execute, observe_record, pytest_position, run_observed, uses_pytest
 from tools.evidence.expect import Yardstick, from_expect, from_symptom, matches, yardstick
-from tools.evidence.observation import Observation, diagnosis_line, full_output, observe, outside_root_files
+from tools.evidence.observation import (
+    PYTEST_NOT_RUN,
+    Observation,
+    diagnosis_line,
+    full_output,
+    observe,
+    outside_root_files,
+)
 
 __all__ = [
-    "MAX_TIMEOUT_S", "Command", "Cwd", "Env", "IdleTimeoutS", "Observation", "Python", "RunDeclaration",
+    "MAX_TIMEOUT_S", "PYTEST_NOT_RUN", "Command", "Cwd", "Env", "IdleTimeoutS", "Observation", "Python",
+    "RunDeclaration",
     "RunFields", "Shell", "SlurmOptions", "TimeoutS", "Yardstick", "check_timeouts", "declare", "diagnosis_line",
     "execute", "from_expect", "from_symptom", "full_output", "matches", "observe", "observe_record",
     "outside_root_files", "pytest_position", "run_observed", "uses_pytest", "yardstick",
