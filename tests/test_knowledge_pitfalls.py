@@ -138,3 +138,19 @@ def test_regression_guard_reads_a_source_workflow_test_table(tmp_path: Path) -> 
     result = capture_knowledge(CaptureKnowledgeInput(kind="regression_guard", paths=["tests/model/test_forward.py"]),
                                ToolContext.for_root(tmp_path))
     assert result.suggested_test.wired and result.suggested_test.workflows == ["gpu_tests.yml"]
+
+
+@pytest.mark.parametrize("table", [
+    "| Test file | Runs in | Covers |\n|---|---|---|\n"
+    "| tests/data/test_collate.py | cpu_tests.yml | data/collate.py, data/sampler.py |\n",
+    "| Source path | CI workflow | Test file |\n|---|---|---|\n"
+    "| data/ | .github/workflows/cpu_tests.yml | tests/data/test_collate.py |\n",
+])
+def test_regression_guard_reads_tables_without_backticks_and_other_headers(tmp_path: Path, table: str) -> None:
+    folder = tmp_path / ".agents" / "knowledge"
+    folder.mkdir(parents=True)
+    (folder / "testing.md").write_text("# Testing\n\n" + table, encoding="utf-8")
+    result = capture_knowledge(CaptureKnowledgeInput(kind="regression_guard", paths=["data/collate.py"]),
+                               ToolContext.for_root(tmp_path))
+    s = result.suggested_test
+    assert s.test == "tests/data/test_collate.py" and s.wired and s.workflows == ["cpu_tests.yml"], s

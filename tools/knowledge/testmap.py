@@ -21,6 +21,7 @@ from tools.knowledge.vocabulary import words
 
 _TICK = re.compile(r"`([^`]+)`")
 _WORKFLOW = re.compile(r"[\w.-]+\.ya?ml\b")
+_BARE_PATH = re.compile(r"(?<![\w/.*-])(?:[\w.*-]+/)+(?:[\w*-]+\.\w+)?(?![\w/])|(?<![\w/.*-])[\w*-]+\.py\b")
 
 
 class SuggestedTest(BaseModel):
@@ -42,10 +43,15 @@ class Row:
     line: int
 
     def paths(self, cell: int) -> list[str]:
-        """Path-like words inside backticks (`pytest tests/data/` gives tests/data/)."""
+        """Path-like words inside backticks (`pytest tests/data/` gives tests/data/), else bare path-shaped words."""
         if cell >= len(self.cells):
             return []
-        return [w for span in _TICK.findall(self.cells[cell]) for w in span.split()
+        spans = _TICK.findall(self.cells[cell])
+        if not spans:
+            # Tables are written without backticks too: then only words shaped like a path count
+            # (`data/`, `data/collate.py`), not prose such as "New/changed" or "registration/build".
+            return _BARE_PATH.findall(self.cells[cell])
+        return [w for span in spans for w in span.split()
                 if ("/" in w or w.endswith(".py")) and not w.startswith("-")]
 
 
@@ -94,9 +100,10 @@ def _tables(text: str, file: str) -> list[Row]:
     return rows
 
 
-_SOURCE_HEAD = re.compile(r"\b(source|module|code|package|change[sd]?|area|owns?)\b", re.IGNORECASE)
+_SOURCE_HEAD = re.compile(r"\b(source|module|code|package|change[sd]?|area|owns?|covers?|paths?|files?)\b",
+                          re.IGNORECASE)
 _TEST_HEAD = re.compile(r"\btests?\b", re.IGNORECASE)
-_WORKFLOW_HEAD = re.compile(r"\b(workflow|ci|job|pipeline)\b", re.IGNORECASE)
+_WORKFLOW_HEAD = re.compile(r"\b(workflows?|ci|jobs?|pipelines?|runs? in|runner)\b", re.IGNORECASE)
 
 
 def _by_header(header: list[str], row: Row) -> list[Row]:
