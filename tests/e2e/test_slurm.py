@@ -280,3 +280,16 @@ async def test_the_launcher_reaches_verify_hypothesis_and_check_collateral(repo:
             "command": "python -m pytest -q test_calc.py", "launcher": "slurm", "session_id": sid}))
     assert collateral["verdict"] == "collateral" and collateral["new_failures"] == ["test_calc.py::test_mul"]
     assert not squeue_jobs(slurm_cluster)
+
+
+async def test_client_disconnecting_mid_run_leaves_no_job(repo: Path, slurm_cluster: str) -> None:
+    _commit(repo, {"sleeper.py": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n"})
+    job_id = ""
+    async with stdio_client(repo) as client, anyio.create_task_group() as group:
+        group.start_soon(client.call_tool, "reproduce", {"command": "python sleeper.py", "runs": 1,
+                                                         "launcher": "slurm", "slurm": {"nodes": 2}})
+        job_id = await _wait_job_running(repo)
+        group.cancel_scope.cancel()  # leaving the client closes the server's stdin: a disconnect
+    assert job_id
+    jobs, procs = wait_nothing_left(slurm_cluster, job_id, within_s=30)
+    assert not jobs and not procs, (jobs, procs)
