@@ -5,7 +5,8 @@ Two yardsticks, one rule for every tool:
   output and its diagnosis line (case-insensitive; a string that is not a valid regex is literal text);
 - a session's symptom: its category and keywords (from tools.sessions.triage / tools.taxonomy).
   An exception type the symptom names (AttributeError) must be the run's root error or appear as
-  `Type:` in its output; otherwise the run's category must be the symptom's (or a close one), or
+  `Type:` in its output (a generic one, RuntimeError, quoted with its message also needs most of the
+  message's words); otherwise the run's category must be the symptom's (or a close one), or
   most of the symptom's keywords must appear in the failure's text.
 """
 
@@ -25,6 +26,9 @@ MAX_EXPECT = 2_000
 _EXCEPTION_NAME = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Warning))\b")
 _GENERIC = {"python_exception", "test_failure"}
 _CLOSE = [{"hang", "distributed_error"}, {"nonfinite", "gradient_explosion"}]
+_QUOTED_ERROR = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\s*:\s*([^\n]+)")
+_WORD = re.compile(r"[a-z_][a-z0-9_]{2,}")
+_GENERIC_TYPES = {"Exception", "Error", "RuntimeError", "ValueError", "TypeError", "AssertionError", "OSError"}
 
 
 class Yardstick(BaseModel):
@@ -36,6 +40,8 @@ class Yardstick(BaseModel):
     category: str | None = None
     keywords: list[str] = Field(default_factory=list)
     exception_types: list[str] = Field(default_factory=list)
+    error_messages: dict[str, str] = Field(default_factory=dict, description="Type -> the message the symptom "
+                                                                             "quotes after `Type:`.")
 
     def describe(self) -> str:
         if self.source == "expect":
@@ -68,9 +74,11 @@ def from_expect(expect: str | None) -> Yardstick | None:
 def from_symptom(symptom: str, category: str | None, keywords: list[str]) -> Yardstick | None:
     """A yardstick from a session's symptom, its category and keywords (None when they say nothing)."""
     types = list(dict.fromkeys(m.group(1).rsplit(".", 1)[-1] for m in _EXCEPTION_NAME.finditer(symptom)))
+    messages = {m.group(1).rsplit(".", 1)[-1]: m.group(2).strip() for m in _QUOTED_ERROR.finditer(symptom)}
     if not types and (not category or category in _GENERIC) and not keywords:
         return None
-    return Yardstick(source="session", text=symptom, category=category, keywords=keywords, exception_types=types)
+    return Yardstick(source="session", text=symptom, category=category, keywords=keywords, exception_types=types,
+                     error_messages=messages)
 
 
 def yardstick(expect: str | None, session_state: object | None) -> Yardstick | None:
@@ -82,6 +90,11 @@ def yardstick(expect: str | None, session_state: object | None) -> Yardstick | N
                         list(getattr(session_state, "keywords", []) or []))
 
 
+def _words(message: str) -> list[str]:
+    """The message's words (numbers, shapes and sizes left out: they change between occurrences)."""
+    return list(dict.fromkeys(_WORD.findall(message.lower())))
+
+
 def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple[bool, str]:
     """Whether a failing run shows the expected failure, and what it showed instead."""
     shown = diagnosis.one_line() if diagnosis is not None else ""
@@ -91,15 +104,22 @@ def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple
         found = regex.search(output) or regex.search(shown)
         return (True, f"shows /{stick.text[:120]}/: {found.group(0)[:120]!r}") if found else (
             False, f"no line matches /{stick.text[:120]}/")
+    category = diagnosis.category if diagnosis is not None else None
+    same_category = bool(category) and (category == stick.category or
+                                        any({category, stick.category} <= g for g in _CLOSE))
     if stick.exception_types:
         root = (diagnosis.exception_type or "").rsplit(".", 1)[-1] if diagnosis else ""
         for name in stick.exception_types:
-            if name == root or re.search(rf"(?m)\b{re.escape(name)}:", output):
-                return True, f"shows {name}"
+            if not (name == root or re.search(rf"(?m)\b{re.escape(name)}:", output)):
+                continue
+            # A generic type (RuntimeError) quoted with its message: the message must be there too.
+            words = _words(stick.error_messages.get(name, "")) if name in _GENERIC_TYPES else []
+            text = f"{shown}\n{output}".lower()
+            if words and sum(w in text for w in words) * 2 < len(words):
+                return False, f"shows {name}, but not its message ({' '.join(words[:6])})"
+            return True, f"shows {name}"
         return False, f"no {' or '.join(stick.exception_types)} in the failure"
-    category = diagnosis.category if diagnosis is not None else None
-    specific = bool(stick.category and stick.category not in _GENERIC and category)
-    if specific and (category == stick.category or any({category, stick.category} <= g for g in _CLOSE)):
+    if stick.category and stick.category not in _GENERIC and same_category:
         return True, f"category {category}"
     if stick.keywords:
         text = f"{shown}\n{output}".lower()
