@@ -266,3 +266,13 @@ def test_a_logger_line_wrapped_mid_sentence_keeps_its_signature(tmp_path: Path) 
                         "2024-05-01 10:00:01 INFO shutting down\n", tmp_path)
     assert one.category == two.category == "device_mismatch"
     assert one.signature == two.signature and "wrapper_CUDA_addmm" in one.signature
+
+
+def test_a_lone_exception_line_keeps_its_type_beside_a_template(tmp_path: Path) -> None:
+    worker = diagnose_text("RuntimeError: DataLoader worker (pid 4121) is killed by signal: Segmentation fault.\n",
+                           tmp_path)
+    assert worker.category == "crash" and worker.exception_type == "RuntimeError"
+    dynamo = diagnose_text("torch._dynamo.exc.Unsupported: call_function BuiltinVariable(setattr)\n", tmp_path)
+    assert dynamo.exception_type == "torch._dynamo.exc.Unsupported"
+    quiet = diagnose_text("trainer.Trainer: epoch 1 done\nstep 5 loss nan\n", tmp_path)
+    assert quiet.category == "nonfinite"  # a logger name is not an exception

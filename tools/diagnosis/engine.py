@@ -24,7 +24,7 @@ from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from tools.diagnosis.streaming import condensed_text
 from tools.diagnosis.templates import PRECURSORS, canonical_identity, find_templates
 from tools.diagnosis.text import Line, split_lines, streams
-from tools.diagnosis.tracebacks import exception_line, is_exception_type, message_lines, parse_tracebacks, unmarked
+from tools.diagnosis.tracebacks import exception_line, message_lines, parse_tracebacks, unmarked
 from tools.keywords import extract_keywords
 from tools.results import bounded
 from tools.runner import ProcessStack, RunRecord
@@ -47,18 +47,25 @@ _CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2
 _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
 _SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*(?:[A-Z]\w*(?:Error|Exception)|Exception))(?::\s+(?P<msg>.+))?$")
+_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*)(?::\s+(?P<msg>.+))?$")
 _PYTEST_E = re.compile(r"^\s*E\s\s")
+_BARE_SUFFIXES = ("Error", "Exception", "Unsupported", "Timeout", "Failure", "Interrupt", "Abort")
 
 
 def _bare_line(text: str) -> re.Match[str] | None:
-    """A lone error line, also as pasted: behind pytest's "E   ", a quote, or Markdown (`...`, **...**)."""
+    """A lone error line, also as pasted: behind pytest's "E   ", a quote, or Markdown (`...`, **...**).
+
+    Its type is an exception's name (`RuntimeError`, `torch._dynamo.exc.Unsupported`), not a warning."""
     if _PYTEST_E.match(text):
         text = text.lstrip()[1:]
     text = text.lstrip(" \t>`*")
     if text.startswith("_*"):
         text = text[1:].lstrip("*")
-    return _BARE.match(text)
+    m = _BARE.match(text)
+    short = m.group("type").rsplit(".", 1)[-1] if m else ""
+    if not m or short.endswith("Warning") or not (short.endswith(_BARE_SUFFIXES) or short == "Exception"):
+        return None
+    return m
 _ENTRY_SCRIPT = re.compile(r"([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
                            r"of binary: .*?([\w.\-]+)\.py", re.MULTILINE)
 _NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|^[\d.e+-]+$|^\w?-\d+$|"
@@ -99,6 +106,23 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
         if error.start is not None and error.end is not None:
             consumed.update(range(error.start, error.end + 1))
     chain = chain_base + 5000
+    if all(e.type == "IncompleteTraceback" for e in errors):
+        # No complete traceback: lone error lines (a paste that lost the traceback's head) are the evidence, read
+        # before the templates so that `RuntimeError: DataLoader worker ... killed by signal` keeps its type.
+        by_stream = streams(lines)
+        for ln in lines:
+            m = _bare_line(ln.text)
+            if m and ln.index not in consumed:
+                first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
+                    (m.group("msg") or "").strip()
+                stream = by_stream[ln.stream]
+                pos = next(i for i, s in enumerate(stream) if s.index == ln.index)
+                message, end, _ = message_lines(stream[pos:pos + 40], 1, first)
+                last = stream[pos + max(end - 1, 0)].index
+                errors.append(FoundError(type=m.group("type"), message=message, line=ln.index,
+                                         rank=ln.rank, chain=chain, source="bare", start=ln.index, end=last))
+                consumed.update(range(ln.index, last + 1))
+                chain += 1
     for error in find_templates(lines, consumed):
         error.chain = chain
         chain += 1
@@ -115,20 +139,6 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
                                      rank=failure.rank, chain=chain, source="report", template=f"signal {name}",
                                      category=category, start=failure.line, end=failure.line + 8))
             chain += 1
-    if all(e.type == "IncompleteTraceback" for e in errors):
-        # No complete error: lone error lines (a paste that lost the traceback's head) are the evidence.
-        by_rank = streams(lines)
-        for ln in lines:
-            m = _bare_line(ln.text)
-            if m and ln.index not in consumed and is_exception_type(m.group("type")):
-                first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
-                    (m.group("msg") or "").strip()
-                stream = by_rank[ln.stream]
-                pos = next(i for i, s in enumerate(stream) if s.index == ln.index)
-                message, _, _ = message_lines(stream[pos:pos + 40], 1, first)
-                errors.append(FoundError(type=m.group("type"), message=message, line=ln.index,
-                                         rank=ln.rank, chain=chain, source="bare", start=ln.index, end=ln.index))
-                chain += 1
     if not errors:
         spike = find_spike(lines)
         if spike is not None:
