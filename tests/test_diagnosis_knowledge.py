@@ -276,3 +276,23 @@ def test_a_lone_exception_line_keeps_its_type_beside_a_template(tmp_path: Path) 
     assert dynamo.exception_type == "torch._dynamo.exc.Unsupported"
     quiet = diagnose_text("trainer.Trainer: epoch 1 done\nstep 5 loss nan\n", tmp_path)
     assert quiet.category == "nonfinite"  # a logger name is not an exception
+
+
+def test_a_wrapper_pointing_above_loses_to_the_error_logged_before_it(tmp_path: Path) -> None:
+    log = ("(VllmWorkerProcess pid=812) ERROR 11-02 09:14:02 multiproc_worker_utils.py:233] Exception in worker "
+           "VllmWorkerProcess while processing method load_model.\n"
+           "(VllmWorkerProcess pid=812) ERROR 11-02 09:14:02 multiproc_worker_utils.py:233] Traceback (most recent "
+           "call last):\n"
+           '(VllmWorkerProcess pid=812) ERROR 11-02 09:14:02 multiproc_worker_utils.py:233]   File "/env/vllm/'
+           'worker.py", line 183, in load_model\n'
+           "(VllmWorkerProcess pid=812) ERROR 11-02 09:14:02 multiproc_worker_utils.py:233]     self.model = "
+           "get_model()\n"
+           "(VllmWorkerProcess pid=812) ERROR 11-02 09:14:02 multiproc_worker_utils.py:233] ValueError: quantization "
+           "method 'fp4' is not supported\n"
+           "Traceback (most recent call last):\n"
+           '  File "/home/u/serve.py", line 4, in <module>\n'
+           "    llm = LLM(model=path, tensor_parallel_size=2)\n"
+           "RuntimeError: Worker failed with error 'quantization method', please check the stack trace above for the "
+           "root cause\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.exception_type == "ValueError" and "fp4" in d.message

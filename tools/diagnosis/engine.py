@@ -34,8 +34,7 @@ _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedE
                        r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback|"
                        r"RayActorError|RayTaskError|ActorDiedError|SrunTaskExit)$")
 # A wrapper that says the cause was logged before it (vLLM's engine core, launchers).
-_WRAPPER_MESSAGES = re.compile(r"See root cause above|see the (?:error|traceback|logs?) above|"
-                               r"look up to see its traceback\)?:?\s*$|check the (?:worker|error) logs? above",
+_WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\babove\b|look up to see its traceback\)?:?\s*$",
                                re.IGNORECASE)
 _CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Aborted"})
 # A cause written into a wrapper's message: "... because of the following error (look up to see its
