@@ -12,7 +12,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from tests.slurm.fixtures import job_processes, slurm_cluster, squeue_jobs, wait_nothing_left
+from tests.slurm.fixtures import jobs_of_repo, slurm_cluster, squeue_jobs, wait_nothing_left
 from tools.errors import UsageError
 from tools.runner import RunSpec
 from tools.runner.slurm import SlurmOptions, run_slurm
@@ -196,4 +196,4 @@ async def test_bad_commands_and_refused_jobs_are_usage_errors(repo: Path, slurm_
         await run_slurm(_spec(repo, ["no-such-program-xyz"], slurm_cluster), SlurmOptions(), ws)
     with pytest.raises(UsageError, match=r"sbatch refused the job: .*[Ii]nvalid partition"):
         await run_slurm(_spec(repo, ["sbatch", "job.sbatch"], slurm_cluster), SlurmOptions(partition="nosuch"), ws)
-    assert not squeue_jobs(slurm_cluster) and not job_processes("0")
+    assert not jobs_of_repo(slurm_cluster, repo)

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from tests.conftest import error_text, git, stdio_client, structured
-from tests.slurm.fixtures import slurm_cluster, squeue_jobs, wait_nothing_left
+from tests.slurm.fixtures import jobs_of_repo, slurm_cluster, wait_nothing_left
 
 __all__ = ["slurm_cluster"]  # the fixture, imported for pytest
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -279,7 +279,7 @@ async def test_the_launcher_reaches_verify_hypothesis_and_check_collateral(repo:
         collateral = structured(await client.call_tool("check_collateral", {
             "command": "python -m pytest -q test_calc.py", "launcher": "slurm", "session_id": sid}))
     assert collateral["verdict"] == "collateral" and collateral["new_failures"] == ["test_calc.py::test_mul"]
-    assert not squeue_jobs(slurm_cluster)
+    assert not jobs_of_repo(slurm_cluster, repo)
 
 
 async def test_client_disconnecting_mid_run_leaves_no_job(repo: Path, slurm_cluster: str) -> None:

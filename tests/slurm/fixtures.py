@@ -71,6 +71,13 @@ def squeue_jobs(conf: str, name_part: str = "rootcause-") -> list[str]:
     return [line for line in out.splitlines() if name_part in line]
 
 
+def jobs_of_repo(conf: str, repo: Path) -> list[str]:
+    """Jobs squeue lists for the runs of one repository (other test sessions may share the cluster)."""
+    runs = repo / ".rootcause" / "runs"
+    names = {f"rootcause-{p.name}" for p in runs.iterdir()} if runs.is_dir() else set()
+    return [job for job in squeue_jobs(conf) if job.split()[1] in names]
+
+
 def job_processes(job_id: str) -> list[str]:
     """Live processes of a Slurm job on any node of this machine (by SLURM_JOB_ID in their environment)."""
     found = []
