@@ -206,6 +206,9 @@ def evidence_vs_correlation(verdict: Verdict, why: str, expect: Expectation,
                             f"reproduce with this session_id")
     if baseline.status == "not_reproduced":
         return check(False, "the baseline reproduction did not fail, so no change against it can be shown")
+    if baseline.status == "different_failure":
+        return check(False, "the baseline reproduction failed, but not with the session's symptom: no change "
+                            "against the symptom can be shown; reproduce the symptom itself first")
     if verdict == "inconclusive":
         return check(False, f"the experiment decided nothing ({why})")
     flaky = f"; the baseline was flaky, {len(runs)} runs agree" if baseline.flaky else ""
