@@ -25,7 +25,9 @@ from tools.runner import Outcome, RunRecord, read_output
 # (2, interrupted, is left out: a collection error is a real failure of the code under test.)
 PYTEST_NOT_RUN = {3: "pytest internal error", 4: "pytest usage error", 5: "pytest collected no tests"}
 _FATAL_AT_EXIT_0 = {"nonfinite", "host_oom", "cuda_oom", "crash", "cuda_error", "distributed_error", "hang"}
-_SUSPECT = re.compile(r"nan|inf|Traceback|Error|Killed|SIG[A-Z]{2,}|exitcode|Fatal|Root Cause", re.IGNORECASE)
+# A cheap first look at head and tail: only output that could show a failure is read in full.
+_SUSPECT = re.compile(r"\bnan\b|\binf(?:inity)?\b|Traceback|Error|Killed|SIG[A-Z]{2,}|exitcode|Fatal|Root Cause",
+                      re.IGNORECASE)
 _TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_TAIL_LINES = 40
 _NONFINITE_METRICS = re.compile(r"loss|norm", re.IGNORECASE)
