@@ -137,8 +137,9 @@ def _nonfinite(record: RunRecord, root: Path) -> tuple[str, int, str] | None:
     step, _, metric = min(named)
     value = "NaN"
     pts = series.points.get(metric)
-    if pts is not None:
-        bad = [float(v) for s, v in zip(pts.steps, pts.values, strict=False) if s == step and not math.isfinite(v)]
+    if pts is not None and len(pts.values):
+        at = pts.values[pts.steps == step]
+        bad = [float(v) for v in at if not math.isfinite(float(v))]
         if bad and not math.isnan(bad[0]):
             value = "inf" if bad[0] > 0 else "-inf"
     return metric, int(step), value
