@@ -192,6 +192,8 @@ async def test_bad_commands_and_refused_jobs_are_usage_errors(repo: Path, slurm_
     ws = Workspace(repo)
     with pytest.raises(UsageError, match="sets --output, which rootcause controls"):
         await run_slurm(_spec(repo, ["sbatch", "--output=x.log", "job.sbatch"], slurm_cluster), SlurmOptions(), ws)
+    with pytest.raises(UsageError, match="would run sbatch inside every task"):
+        await run_slurm(_spec(repo, ["/bin/sh", "-c", "sbatch job.sbatch"], slurm_cluster), SlurmOptions(), ws)
     with pytest.raises(UsageError, match="command not found: no-such-program-xyz"):
         await run_slurm(_spec(repo, ["no-such-program-xyz"], slurm_cluster), SlurmOptions(), ws)
     with pytest.raises(UsageError, match=r"sbatch refused the job: .*[Ii]nvalid partition"):

@@ -190,7 +190,7 @@ def _sh_quote(text: str) -> str:
 def _sbatch_argv(spec: RunSpec, options: SlurmOptions, run_id: str, folder: Path) -> list[str]:
     log = folder / "log.txt"
     argv = ["sbatch", "--parsable", f"--job-name={JOB_PREFIX}{run_id}", f"--output={log}", f"--error={log}",
-            "--open-mode=append", f"--chdir={spec.cwd}"]
+            "--open-mode=append", f"--chdir={spec.cwd}", "--export=ALL"]
     user_sbatch = Path(spec.argv[0]).name == "sbatch"
     fields = options.model_fields_set
     if not user_sbatch or "nodes" in fields:
@@ -401,6 +401,9 @@ async def run_slurm(spec: RunSpec, options: SlurmOptions, workspace: Workspace, 
         raise UsageError(f"timeout_s must be > 0, got {spec.timeout_s}.", "give seconds, e.g. timeout_s=900")
     if spec.idle_timeout_s is not None and spec.idle_timeout_s <= 0:
         raise UsageError(f"idle_timeout_s must be > 0, got {spec.idle_timeout_s}.", "omit it or give seconds")
+    if spec.argv[:2] == ["/bin/sh", "-c"] and len(spec.argv) > 2 and spec.argv[2].lstrip().startswith("sbatch "):
+        raise UsageError("an sbatch command with shell=true would run sbatch inside every task.",
+                         "give the sbatch command without shell=true (its script is the shell)")
     env = slurm_env(spec.env)
     await check_available(env)
     if Path(spec.argv[0]).name != "sbatch":
