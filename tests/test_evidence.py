@@ -121,3 +121,13 @@ async def test_tracebacks_naming_project_files_outside_the_root(repo: Path, tmp_
     assert str(other / "mypkg" / "core.py") in obs.outside_root
     obs = await _one(repo, ["python", "check.py"])
     assert obs.outcome == "fail" and obs.outside_root == []
+
+
+async def test_a_vague_symptom_does_not_call_a_failure_different(repo: Path) -> None:
+    (repo / "imp.py").write_text("import no_such_module_here\n")
+    vague = from_symptom("my script is broken on the new machine", "python_exception", ["script", "broken", "machine"])
+    obs = await _one(repo, "python imp.py", vague)
+    assert obs.outcome == "fail" and obs.matches_expected is None
+    specific = from_symptom("training hangs at step 1200", "hang", ["hangs", "step"])
+    obs = await _one(repo, "python imp.py", specific)
+    assert obs.matches_expected is False

@@ -152,6 +152,8 @@ def _status(runs: list[Observation], stick: Yardstick | None) -> tuple[Status, b
     if stick is None:
         return ("reproduced" if consistent else "flaky"), consistent, None
     matching = [r for r in failing if r.matches_expected]
+    if not matching and all(r.matches_expected is None for r in failing):
+        return ("reproduced" if consistent else "flaky"), consistent, None  # the symptom was too vague to judge
     if not matching:
         return "different_failure", consistent, False
     if len(matching) == len(runs) and len({r.signature for r in matching}) == 1:

@@ -95,8 +95,12 @@ def _words(message: str) -> list[str]:
     return list(dict.fromkeys(_WORD.findall(message.lower())))
 
 
-def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple[bool, str]:
-    """Whether a failing run shows the expected failure, and what it showed instead."""
+def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple[bool | None, str]:
+    """Whether a failing run shows the expected failure, and what it showed instead.
+
+    None when the symptom is too vague to say no: no error type, no specific category, and its
+    prose keywords are not in the failure ("the script breaks on the new machine").
+    """
     shown = diagnosis.one_line() if diagnosis is not None else ""
     if stick.source == "expect":
         assert stick.pattern is not None
@@ -126,5 +130,7 @@ def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple
         hits = [k for k in stick.keywords if k.lower() in text]
         if len(hits) * 2 > len(stick.keywords) or (len(stick.keywords) == 1 and hits):
             return True, f"shows the keywords {', '.join(hits)}"
+        if not stick.category or stick.category in _GENERIC:
+            return None, "the symptom names no error type or category to compare the failure with"
         return False, f"category {category or '?'}; keywords found: {', '.join(hits) or 'none'}"
     return False, f"category {category or '?'}, not {stick.category}"
