@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from tests.slurm.fixtures import jobs_of_repo, slurm_cluster, squeue_jobs, wait_nothing_left
 from tools.errors import UsageError
 from tools.runner import RunSpec
-from tools.runner.slurm import SlurmOptions, run_slurm
+from tools.runner.slurm import SlurmOptions, capture_job_stacks, run_slurm
 from tools.workspace import Workspace
 
 __all__ = ["slurm_cluster"]  # the fixture, imported for pytest
@@ -199,3 +200,29 @@ async def test_bad_commands_and_refused_jobs_are_usage_errors(repo: Path, slurm_
     with pytest.raises(UsageError, match=r"sbatch refused the job: .*[Ii]nvalid partition"):
         await run_slurm(_spec(repo, ["sbatch", "job.sbatch"], slurm_cluster), SlurmOptions(partition="nosuch"), ws)
     assert not jobs_of_repo(slurm_cluster, repo)
+
+
+@needs_torch
+async def test_without_py_spy_faulthandler_dumps_every_rank(repo: Path, slurm_cluster: str) -> None:
+    """The fallback where the nodes have no py-spy: SIGABRT into faulthandler, read back from the job's output."""
+    (repo / "hang_dist.py").write_text(HANG_DIST)
+    spec = _spec(repo, [PYTHON, "hang_dist.py"], slurm_cluster, timeout_s=300, idle_timeout_s=240)
+    async with anyio.create_task_group() as group:
+        group.start_soon(run_slurm, spec, SlurmOptions(nodes=2), Workspace(repo))
+        runs = repo / ".rootcause" / "runs"
+        for _ in range(300):
+            logs = list(runs.glob("*/log.txt")) if runs.is_dir() else []
+            if logs and logs[0].read_text().count(" ready") == 2:
+                break
+            await anyio.sleep(0.1)
+        log = logs[0]
+        await anyio.sleep(0.5)  # rank 0 reaches its all_reduce
+        job_id = json.loads((log.parent / "slurm.json").read_text())["job_id"]
+        stacks = await capture_job_stacks(job_id, 2, {**os.environ, "SLURM_CONF": slurm_cluster}, log,
+                                          log.stat().st_size, py_spy="")
+        group.cancel_scope.cancel()
+    by_rank = {s.rank: s for s in stacks}
+    assert {r: (s.node, s.method) for r, s in by_rank.items()} == {0: ("n1", "faulthandler"), 1: ("n2", "faulthandler")}
+    assert "all_reduce" in by_rank[0].text and "wait_forever" in by_rank[1].text
+    jobs, procs = wait_nothing_left(slurm_cluster, job_id)
+    assert not jobs and not procs, (jobs, procs)

@@ -231,12 +231,13 @@ async def _hostnames(nodelist: str, env: dict[str, str]) -> list[str]:
     return out.split() if code == 0 else [nodelist]
 
 
-async def _on_every_node(action: str, job_id: str, node_count: int, env: dict[str, str]) -> list[dict]:
+async def _on_every_node(action: str, job_id: str, node_count: int, env: dict[str, str],
+                         py_spy: str = "") -> list[dict]:
     """Run slurm_node.py once per node of the job (srun --overlap); its JSON lines, labels stripped."""
     source = NODE_SCRIPT.read_text(encoding="utf-8")
     argv = ["srun", "--overlap", f"--jobid={job_id}", f"--nodes={node_count}", "--ntasks-per-node=1", "--label",
             "--kill-on-bad-exit=0", f"--job-name={JOB_PREFIX}stacks", "python3", "-c", source, action, job_id,
-            _py_spy() or ""]
+            py_spy]
     _code, out = await _call(argv, env, timeout_s=60)
     found = []
     for line in out.splitlines():
@@ -263,10 +264,11 @@ def _faulthandler_text(log_path: Path, since: int, task: int | None) -> str:
 
 
 async def capture_job_stacks(job_id: str, node_count: int, env: dict[str, str], log_path: Path,
-                             since: int) -> list[ProcessStack]:
-    """Every rank's Python stacks on every node: all frozen first, then each dumped."""
+                             since: int, py_spy: str | None = None) -> list[ProcessStack]:
+    """Every rank's Python stacks on every node: all frozen first, then each dumped (py-spy at the path
+    rootcause's own environment has it, else faulthandler; py_spy="" forces faulthandler)."""
     await _on_every_node("freeze", job_id, node_count, env)
-    dumped = await _on_every_node("dump", job_id, node_count, env)
+    dumped = await _on_every_node("dump", job_id, node_count, env, (_py_spy() or "") if py_spy is None else py_spy)
     if any(d.get("method") == "faulthandler" for d in dumped):
         await asyncio.sleep(1.0)  # slurmstepd forwards the dump into the job's output file
     stacks = []
