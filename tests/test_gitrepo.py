@@ -115,3 +115,25 @@ def test_worktree_is_detached_reused_and_removed(repo: Path) -> None:
     assert git(repo, "symbolic-ref", "HEAD") == "refs/heads/main" and git(repo, "status", "--porcelain") == ""
     worktrees.remove_worktree(ws, "wt")
     assert not path.exists() and str(path) not in git(repo, "worktree", "list")
+
+
+def test_without_git_on_path_the_module_imports_and_commands_fail_in_our_words(repo: Path) -> None:
+    """gitpython raises ImportError at import when git is missing; every tool importing gitrepo crashed."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; from pathlib import Path\n"
+        "from tools import gitrepo\n"
+        "from tools.errors import UsageError\n"
+        "root = Path(sys.argv[1])\n"
+        "print('recent', gitrepo.recent_commits(root))\n"
+        "try:\n"
+        "    gitrepo.git(root, 'status')\n"
+        "except UsageError as exc:\n"
+        "    print('error', exc)\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(repo)], capture_output=True, text=True, timeout=60,
+                          env={"PATH": str(Path(sys.executable).parent)}, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    assert "recent []" in proc.stdout
+    assert "error git is not installed (cannot run 'git')" in proc.stdout

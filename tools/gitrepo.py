@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+# Without git on PATH, gitpython raises ImportError at import and every tool that imports this module
+# crashed; quiet, the commands themselves fail through `execute` with our error instead.
+os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 
 import git as gitpython
 
@@ -185,7 +190,8 @@ def diff_hash(root: Path) -> str:
 
 
 def recent_commits(root: Path, count: int = 10) -> list[str]:
-    if repo_for(root) is None or head_sha(root) is None:
+    """Context for a run's report: none (rather than an error) when git itself is not installed."""
+    if shutil.which("git") is None or repo_for(root) is None or head_sha(root) is None:
         return []
     return git(root, "log", "--oneline", f"-{count}").splitlines()
 
