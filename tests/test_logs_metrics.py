@@ -176,3 +176,21 @@ def test_heldout_real_format_lines(batch: str) -> None:
     # First scores, before any rule was fixed against them: lines.yaml 30/38; lines_2.yaml (written after the
     # fixes for lines.yaml) 12/15. Both read fully after general fixes (quoted keys, `Total iter`).
     assert not failed, failed
+
+
+def test_whitespace_tables() -> None:
+    fastai = scan_metrics("\n".join([
+        "epoch     train_loss  valid_loss  accuracy  time    ",
+        "0         0.912233    0.701245    0.781200  00:21     ",
+        "1         0.611021    0.512003    0.842210  00:20     ",
+        "2         nan         nan         0.100000  00:20     ",
+        "Better model found at epoch 1 with valid_loss value: 0.512003.",
+    ]))
+    assert fastai.formats == {"table": 3} and list(fastai.points["loss"].steps) == [0, 1, 2]  # the epoch is the step
+    assert fastai.first_nonfinite is not None and fastai.first_nonfinite.step == 2
+    redraws = "\r".join(f"      {e}/100      2.61G      {1.5 - 0.1 * e - 0.01 * b:.3f}      2.345      1.456         12"
+                        f"        640: {b * 10}%|##########| {b}/10 [00:02<00:00,  4.21it/s]"
+                        for e in (1, 2) for b in range(1, 11))
+    yolo = scan_metrics("      Epoch    GPU_mem   box_loss   cls_loss   dfl_loss  Instances       Size\n" + redraws)
+    assert list(yolo.points["box_loss"].steps) == [1, 2] and yolo.stats["box_loss"].count == 2
+    assert scan_metrics("the loss  went  up  again\n1  2  3  4\n").formats == {}  # prose is no header

@@ -325,6 +325,44 @@ def _delimited_row(text: str, sep: str, names: list[str]) -> dict[str, float] | 
     return found
 
 
+_TABLE_SPLIT = re.compile(r"\s{2,}|\t")
+_FRACTION = re.compile(r"^(\d+)/\d+$")
+_ROW_BAR = re.compile(r":\s+\d+%\|.*$")
+
+
+def _table_header(text: str) -> list[str] | None:
+    """Column names when a line heads a whitespace-aligned table (fastai's `epoch  train_loss  valid_loss  time`)."""
+    if ":" in text or "=" in text or "|" in text or "," in text:
+        return None
+    cells = _TABLE_SPLIT.split(text.strip())
+    if len(cells) < 3 or not all(_DELIMITED_KEY.match(c) for c in cells):
+        return None
+    names = [_json_key(c) for c in cells]
+    return names if any(n in RECOGNISED or "loss" in n for n in names) else None
+
+
+def _table_row(text: str, names: list[str]) -> dict[str, float] | None:
+    """A row under a table header: as many cells, at least half of them numbers (`1/100` counts as 1). A progress
+    bar the row ends in (Ultralytics: `640: 100%|####| 10/10 [...]`) is no cell. Without a step column, a per-epoch
+    table's epoch is the step."""
+    bar = _ROW_BAR.search(text)
+    cells = _TABLE_SPLIT.split((text[:bar.start()] if bar else text).strip())
+    if len(cells) != len(names):
+        return None
+    found: dict[str, float] = {}
+    for name, cell in zip(names, cells, strict=True):
+        fraction = _FRACTION.match(cell)
+        if fraction:
+            found.setdefault(name, float(fraction.group(1)))
+        elif _NUM_RE.fullmatch(cell):
+            found.setdefault(name, float(cell))
+    if 2 * len(found) < len(names):
+        return None
+    if "epoch" in found and not {"step", "iteration"} & set(found):
+        found["step"] = found["epoch"]
+    return found
+
+
 # -- series -------------------------------------------------------------------------------------------------------
 
 @dataclass
@@ -592,6 +630,7 @@ class MetricExtractor:
         self._chosen: str | None = None
         self._chose = False
         self._delimited: tuple[str, list[str]] | None = None
+        self._table: list[str] | None = None
         self._content_lines = 0
         self._ranks_seen: dict[str | None, None] = {}
         self._model: LineModel | None = None
@@ -647,7 +686,7 @@ class MetricExtractor:
         return None
 
     def _raw(self, raw: str, number: int) -> None:
-        if self._chose and not self._delimited:
+        if self._chose and not self._delimited and self._table is None:
             tag = self._tag(raw)
             if tag != self._chosen and not (tag == "0" and self._chosen is not None):
                 if tag not in self._ranks_seen:
@@ -690,13 +729,22 @@ class MetricExtractor:
                 return
         if self._chose and rank != self._chosen and not (rank == "0" and self._chosen is not None):
             return
+        record = None
         if self._delimited:
             found = _delimited_row(text, *self._delimited)
-            record = None
             if found:
                 record = _record(found, "csv" if self._delimited[0] == "," else "tsv")
         else:
-            record = parse_text(text)
+            if self._table is not None:
+                row = _table_row(text, self._table)
+                if row is None:
+                    self._table = None  # the table ended
+                elif row:
+                    record = _record(row, "table")
+            if self._table is None:
+                self._table = _table_header(text)
+                if self._table is None:
+                    record = parse_text(text)
         if record is None:
             return
         if record.format == IGNORED:
