@@ -1,4 +1,5 @@
-"""The one metric extractor: every format trainers print, names, ranks, steps, non-finite values, spikes."""
+"""The one metric extractor (tools/logs/metric_formats.py, tools/logs/metrics.py): every format trainers print,
+names, ranks, steps, non-finite values, spikes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 import yaml
 
 from tests.conftest import FIXTURES
-from tools.logs.metrics import MetricExtractor, canonical, find_spikes, parse_text, scan_metrics
+from tools.logs.metric_formats import canonical, parse_text
+from tools.logs.metrics import MetricExtractor, find_spikes, scan_metrics
 
 HELDOUT = FIXTURES / "training_logs" / "heldout"
 
