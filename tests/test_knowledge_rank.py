@@ -1,11 +1,10 @@
-"""Ranking: the right entry first for realistic symptoms, synonyms, category boost, cache, latency."""
+"""Ranking: the right entry first for realistic symptoms, synonyms, category boost, cache (latency: bench/)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 
 import anyio
@@ -98,15 +97,18 @@ async def test_check_constraints_engine_on_fixture_copy(repo: Path) -> None:
 
 
 @needs_veomni
-async def test_warm_query_latency_on_fixture(repo: Path) -> None:
-    shutil.copytree(VEOMNI, repo / ".agents" / "knowledge")
+async def test_warm_calls_reuse_the_index_on_fixture(repo: Path) -> None:
+    """What keeps a warm call fast (bench/bench_constraints.py measures it): the index is built once."""
+    folder = repo / ".agents" / "knowledge"
+    shutil.copytree(VEOMNI, folder)
     ctx = ToolContext.for_root(repo)
     inp = CheckConstraintsInput(symptom="training hangs at checkpoint save on rank 0", paths=[])
-    await check_constraints(inp, ctx)
-    started = time.perf_counter()
-    for _ in range(10):
-        await check_constraints(inp, ctx)
-    assert (time.perf_counter() - started) / 10 < 0.1
+    first = await check_constraints(inp, ctx)
+    index = load_index(folder, repo)
+    for _ in range(3):
+        again = await check_constraints(inp, ctx)
+        assert load_index(folder, repo) is index
+        assert [(m.file, m.line) for m in again.matches] == [(m.file, m.line) for m in first.matches]
 
 
 def test_cache_clear_is_safe() -> None:
