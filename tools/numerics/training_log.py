@@ -290,8 +290,8 @@ def _findings(result: AnalyzeTrainingLogResult, series: MetricSeries) -> None:
         result.largest_spike = _spike_model(max(spikes, key=lambda s: s.factor))
     first = series.first_nonfinite
     if first is not None and spikes:
-        steps = series.points[first.metric].steps if first.metric in series.points else None
-        logged = steps[steps < first.step] if steps is not None else []
+        reference = series.points.get(first.metric) or series.points.get("loss") or next(iter(series.points.values()))
+        logged = reference.steps[reference.steps < first.step]
         since = int(logged[-BEFORE_NONFINITE]) if len(logged) >= BEFORE_NONFINITE else (
             int(logged[0]) if len(logged) else first.step)
         result.spikes_before_nonfinite = [_spike_model(s) for s in spikes if since <= s.step < first.step]
