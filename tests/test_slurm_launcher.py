@@ -226,3 +226,15 @@ async def test_without_py_spy_faulthandler_dumps_every_rank(repo: Path, slurm_cl
     assert "all_reduce" in by_rank[0].text and "wait_forever" in by_rank[1].text
     jobs, procs = wait_nothing_left(slurm_cluster, job_id)
     assert not jobs and not procs, (jobs, procs)
+
+
+async def test_wall_timeout_dumps_then_cancels(repo: Path, slurm_cluster: str) -> None:
+    (repo / "spin.py").write_text("import time\n\n\ndef spin():\n    while True:\n        print('tick', flush=True)\n"
+                                  "        time.sleep(0.5)\n\n\nspin()\n")
+    record = await run_slurm(_spec(repo, [PYTHON, "spin.py"], slurm_cluster, timeout_s=8, idle_timeout_s=60),
+                             SlurmOptions(nodes=2), Workspace(repo))
+    assert record.outcome == "hang" and record.timed_out == "wall" and record.job_state == "CANCELLED"
+    assert {(s.rank, s.node) for s in record.stacks} == {(0, "n1"), (1, "n2")}
+    assert all("spin" in s.text for s in record.stacks)
+    jobs, procs = wait_nothing_left(slurm_cluster, record.job_id)
+    assert not jobs and not procs, (jobs, procs)
