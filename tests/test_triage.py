@@ -62,3 +62,11 @@ def test_held_out_triage_set() -> None:
     print(f"\nheld-out triage ({n}): category {categories}/{n}, numerical reason {numerical}/{n}")
     assert numerical == len(rows)
     assert categories / len(rows) >= 0.85, misses
+
+
+def test_keywords_skip_prose_words_of_a_wrong_value_symptom() -> None:
+    from tools.keywords import extract_keywords
+
+    assert extract_keywords("masked_mse returns 1.6667 instead of 2.5") == ["masked_mse"]
+    assert extract_keywords("test_padding fails: masked_mse returns 1.6667 instead of 2.5") == [
+        "test_padding", "masked_mse"]

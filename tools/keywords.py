@@ -12,13 +12,6 @@ _EXC = re.compile(r"\b([A-Z][A-Za-z0-9]*(?:Error|Exception|Failure|Warning))\b")
 _IDENT = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+|[a-z0-9]+_[a-z0-9_]+)\b")
 _QUOTED = re.compile(r"['\"`]([A-Za-z_][\w.]{2,60})['\"`]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{3,}")
-_STOP = frozenset(
-    """when with that this from have after before every into only than then there their were which while
-    about error errors fails failed failing failure does doesn work works working broken again also just
-    some same like more most much very runs running training train model step steps during getting
-    gets shows happens still should would could cannot expected found line file value values sometimes
-    import imported""".split()
-)
 
 
 def extract_keywords(text: str, limit: int = 3) -> list[str]:
@@ -42,7 +35,7 @@ def extract_keywords(text: str, limit: int = 3) -> list[str]:
         add(m.group(1))
     if len(found) < 2:
         words = sorted(
-            {w for w in _WORD.findall(text) if w.lower() not in _STOP},
+            {w for w in _WORD.findall(text) if w.lower() not in vocabulary().keyword_stopwords},
             key=lambda w: (-len(w), w),
         )
         for w in words:

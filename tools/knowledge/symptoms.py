@@ -78,6 +78,8 @@ class SymptomVocabulary(_Strict):
     checklists: dict[str, ChecklistSpec]
     keywords: tuple[str, ...] = Field(min_length=1)
     """Terms of the field worth picking as search keywords whenever they appear, most telling first."""
+    keyword_stopwords: frozenset[str] = frozenset()
+    """Prose words never picked as a keyword (lowercase)."""
 
     @model_validator(mode="after")
     def _names_exist(self) -> SymptomVocabulary:
