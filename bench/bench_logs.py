@@ -76,13 +76,10 @@ def child(path: Path, mode: str) -> dict:
     return json.loads(out.stdout)
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=int, default=200)
-    args = parser.parse_args(argv)
+def main(mb: int = 200) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.log"
-        lines = write_log(path, args.mb)
+        lines = write_log(path, mb)
         size_mb = path.stat().st_size / MB
         child(path, "import")  # warm the page cache and the bytecode cache
         idle = child(path, "import")
@@ -113,4 +110,6 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=200)
+    main(parser.parse_args().mb)
