@@ -65,7 +65,7 @@ start_munge() {
   chmod 0700 /etc/munge /var/lib/munge /var/log/munge
   chmod 0400 /etc/munge/munge.key
   chmod 0755 /run/munge
-  runuser -u munge -- /usr/sbin/munged </dev/null >/dev/null 2>&1 || die "munged did not start (see /var/log/munge/munged.log)"
+  runuser -u munge -- /usr/sbin/munged --force </dev/null >/dev/null 2>&1 || die "munged did not start (see /var/log/munge/munged.log)"
   touch "$DIR/started-munged"
   for _ in $(seq 50); do
     munge_answers && return 0
