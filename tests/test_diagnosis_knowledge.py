@@ -296,3 +296,48 @@ def test_a_wrapper_pointing_above_loses_to_the_error_logged_before_it(tmp_path: 
            "root cause\n")
     d = diagnose_text(log, tmp_path)
     assert d.exception_type == "ValueError" and "fp4" in d.message
+
+
+def test_batch_two_rules_on_minimal_logs(tmp_path: Path) -> None:
+    # PyTorch's message naming its rank is not a rank tag: the monitored barrier's timeout stays a hang.
+    barrier = diagnose_text('Traceback (most recent call last):\n  File "run.py", line 9, in main\n'
+                            "    dist.monitored_barrier()\n"
+                            "RuntimeError: [Rank 0]: Ranks 2, 3 failed to pass monitoredBarrier in 60000 ms\n",
+                            tmp_path)
+    assert barrier.category == "hang" and barrier.exception_type == "RuntimeError"
+    # NCCL's warning names the CUDA failure behind a later "unhandled cuda error".
+    nccl = diagnose_text("host:11:12 [1] enqueue.cc:90 NCCL WARN Cuda failure 'out of memory'\n"
+                         "RuntimeError: NCCL Error 1: unhandled cuda error\n", tmp_path)
+    assert nccl.category == "cuda_oom" and nccl.signature == "v2|nccl-cuda-failure out-of-memory||"
+    # Old PyTorch's device message.
+    old = diagnose_text("RuntimeError: Expected object of device type cuda but got device type cpu for argument "
+                        "#1 'self' in call to _th_mm\n", tmp_path)
+    assert old.category == "device_mismatch"
+    # A bracketed metric name: `[Loss] nan`.
+    bracket = diagnose_text("E1 | [Loss] 3.20 | [step] 10\nE2 | [Loss] nan | [step] 20\n", tmp_path)
+    assert bracket.category == "nonfinite" and bracket.signature == "v2|nonfinite loss||"
+
+
+def test_causes_behind_wrappers_and_quoted_source_lines(tmp_path: Path) -> None:
+    # vLLM quotes the worker's error inside its wrapper; the cause's words identify it.
+    quoted = diagnose_text("RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was "
+                           "encountered\nCompile with `TORCH_USE_CUDA_DSA`.\n', please check the stack trace "
+                           "above for the root cause\n", tmp_path)
+    plain = diagnose_text("RuntimeError: CUDA error: an illegal memory access was encountered\n", tmp_path)
+    assert quoted.category == "cuda_error" and quoted.signature == plain.signature
+    # Ranks' last lines after torchrun's report are the error, not the ChildFailedError.
+    after = diagnose_text(
+        "Traceback (most recent call last):\n  File \"/env/bin/torchrun\", line 8, in <module>\n    main()\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n===\ntrain.py FAILED\n===\n"
+        "[rank1]: ValueError: Expected all tensors to be on the same device, but found at least two devices, "
+        "cpu and cuda:1!\n", tmp_path)
+    assert after.category == "device_mismatch" and after.exception_type == "ValueError"
+    # A traceback's source line quoting a message template is code, not the error.
+    source = diagnose_text(
+        "-> [2152] raise RuntimeError('Error(s) in loading state_dict for {}:\\n\\t{}'.format(\n\n"
+        "RuntimeError: Error(s) in loading state_dict for Net:\n\tMissing key(s) in state_dict: \"fc.weight\"\n",
+        tmp_path)
+    assert source.exception_type == "RuntimeError" and "Missing key(s)" in source.signature
+    # A Markdown fence glued to the message is not part of it.
+    fenced = diagnose_text("RuntimeError: Tensor for 'out' is on CPU, but expected them to be on GPU```\n", tmp_path)
+    assert fenced.signature.endswith("expected them to be on GPU|")

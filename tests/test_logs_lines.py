@@ -105,3 +105,19 @@ def test_docker_compose_service_prefixes_are_streams() -> None:
     # A metric table's first column is not a service.
     table = split_lines("Train | Epoch 3 | Loss 0.1\nTrain | Epoch 4 | Loss 0.1\n")
     assert table[0].text == "Train | Epoch 3 | Loss 0.1"
+
+
+def test_an_exception_naming_a_rank_is_not_a_rank_tag_and_glog_paths_peel() -> None:
+    lines = split_lines("RuntimeError: [Rank 2]: Ranks 5, 6 failed to pass monitoredBarrier in 900 ms\n"
+                        "node7: [rank3]: step 4\n"
+                        "[rank1]:E0425 15:47:00.631000 2164914 site-packages/torch/testing/_internal/"
+                        "common_distributed.py:768] Caught exception:\n")
+    assert lines[0].rank is None and lines[0].text.startswith("RuntimeError: [Rank 2]: Ranks 5, 6")
+    assert (lines[1].rank, lines[1].text) == (3, "step 4")
+    assert (lines[2].rank, lines[2].level, lines[2].text) == (1, "ERROR", "Caught exception:")
+
+
+def test_a_log_pasted_as_an_indented_block_is_dedented() -> None:
+    lines = split_lines("  FAILED tests/t.py::test_a - AssertionError\n    detail\n\n  ==== 1 failed ====\n")
+    assert [ln.text for ln in lines] == ["FAILED tests/t.py::test_a - AssertionError", "  detail", "",
+                                         "==== 1 failed ====", ""]

@@ -41,6 +41,14 @@ _CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Abort
 # traceback):\nNo module named 'x'", "... exception: KeyError: 'w'", "Caused by: ValueError: ...".
 _EMBEDDED_CAUSE = re.compile(r"(?:because of the following (?:error|exception)(?: \(look up to see its traceback\))?|"
                              r"\bexception|Caused by|the following error)\s*:\s*(?P<cause>\S.*)", re.DOTALL)
+# vLLM's "Worker failed with error '<the worker's error>', please check the stack trace above for the root cause".
+_QUOTED_CAUSE = re.compile(r"\bfailed with (?:error|exception)\s*:?\s*'(?P<cause>\S.*?)'(?=,\s|\s*$)", re.DOTALL)
+
+
+def _embedded_cause(message: str) -> re.Match[str] | None:
+    return _EMBEDDED_CAUSE.search(message) or _QUOTED_CAUSE.search(message)
+
+
 _CONSEQUENCES = re.compile(r"(KeyboardInterrupt|SignalException|SystemExit|BrokenPipeError|CancelledError)$")
 _CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2\b|closing signal", re.IGNORECASE)
 _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
@@ -76,7 +84,7 @@ MAX_RANKS = 64
 
 def _tier(error: FoundError, category: str) -> int:
     if _WRAPPERS.search(error.type) or (error.source != "template" and _WRAPPER_MESSAGES.search(error.message)
-                                        and not _EMBEDDED_CAUSE.search(error.message)):
+                                        and not _embedded_cause(error.message)):
         return 3
     if error.ignored or error.template in _CONSEQUENCE_TEMPLATES:
         return 2
@@ -105,9 +113,10 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
         if error.start is not None and error.end is not None:
             consumed.update(range(error.start, error.end + 1))
     chain = chain_base + 5000
-    if all(e.type == "IncompleteTraceback" for e in errors):
-        # No complete traceback: lone error lines (a paste that lost the traceback's head) are the evidence, read
-        # before the templates so that `RuntimeError: DataLoader worker ... killed by signal` keeps its type.
+    if all(e.type == "IncompleteTraceback" or _WRAPPERS.search(e.type) for e in errors):
+        # No complete traceback but a launcher's wrapper: lone error lines (a paste that lost the traceback's head,
+        # ranks' last lines after torchrun's report) are the evidence, read before the templates so that
+        # `RuntimeError: DataLoader worker ... killed by signal` keeps its type.
         by_stream = streams(lines)
         for ln in lines:
             m = _bare_line(ln.text)
@@ -167,7 +176,7 @@ def _embedded_causes(errors: list[FoundError]) -> list[FoundError]:
     for error in errors:
         if error.source == "template" or not error.message:
             continue
-        m = _EMBEDDED_CAUSE.search(error.message)
+        m = _embedded_cause(error.message)
         if not m:
             continue
         cause = m.group("cause").strip()

@@ -71,8 +71,13 @@ def first_sentence(message: str) -> str:
 _CALLEE_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)\((?=\) )")
 
 
+_FENCE_END = re.compile(r"\s*`{3,}\s*$")
+
+
 def _balanced(head: str) -> str:
-    """Without a quote left open at the end (a Markdown backtick, a JSON string's closing quote)."""
+    """Without a quote left open at the end (a Markdown backtick, a JSON string's closing quote) nor a Markdown
+    fence glued to the line."""
+    head = _FENCE_END.sub("", head)
     while head and head[-1] in "`\"" and head.count(head[-1]) % 2 == 1:
         head = head[:-1].rstrip()
     return head

@@ -101,6 +101,9 @@ except re2.error:
     _ANY = re.compile(_ANY_PATTERN)
 
 
+_SOURCE_LINE = re.compile(r"\braise\s+[\w.]+\(")
+
+
 def rank_in(text: str) -> int | None:
     m = _RANK_IN_TEXT.search(text)
     if not m:
@@ -125,8 +128,8 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
             continue
         for template in TEMPLATES:
             m = template.pattern.search(line.text)
-            if not m:
-                continue
+            if not m or _SOURCE_LINE.search(line.text, 0, m.start()):
+                continue  # a traceback's source line (`raise RuntimeError('Error(s) in ...'`) is code, not an error
             rank = line.rank if line.rank is not None else rank_in(line.text)
             identity = template.identity(m)
             key = (template.name, rank, identity)

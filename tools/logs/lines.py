@@ -47,7 +47,9 @@ def _p(kind: str, pattern: str, always: bool = True, record: bool = False) -> Pr
 
 PREFIXES: tuple[Prefix, ...] = (
     # Launchers' rank and worker tags.
-    _p("rank", r"^(?:[\w.\-]+:\s)?\[(?:rank|Rank|RANK)\s?(?P<rank>\d+)\]:\s?"),
+    # A host may stand before the tag (`node1: [rank0]:`), an exception type may not (`RuntimeError: [Rank 0]: ...`
+    # is PyTorch's message naming the rank).
+    _p("rank", r"^(?:(?![\w.]*(?:Error|Exception|Warning)\b)[\w.\-]+:\s)?\[(?:rank|Rank|RANK)\s?(?P<rank>\d+)\]:\s?"),
     _p("rank", r"^\[(?:default|trainer|worker|role)(?P<rank>\d+)\]:\s?"),
     _p("rank", r"^(?:rank|Rank|RANK)\s+(?P<rank>\d+):\s"),
     _p("rank", r"^\[(?P<rank>\d+),\d+\]<std(?:out|err)>:\s?"),
@@ -64,7 +66,7 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("quote", r"^> ?", always=False),
     _p("relay", r"^\[std(?:out|err)\]\s?|^std(?:out|err): ", always=False),
     # Logger formats (they keep the level).
-    _p("glog", rf"^\[?(?P<glevel>[IWEF])\d{{4}} {_TIME}\s+(?:\d+ )?[\w.\-]+:\d+\]\s?", record=True),
+    _p("glog", rf"^\[?(?P<glevel>[IWEF])\d{{4}} {_TIME}\s+(?:\d+ )?[\w.\-/]+:\d+\]\s?", record=True),
     _p("vllm", rf"^{LEVELS} \d\d-\d\d {_TIME} (?:\[[\w.\-]+:\d+\]|[\w.\-]+:\d+\]) ", record=True),
     _p("hf", rf"^\[{LEVELS}\|[\w.\-]+:\d+\] (?:{_ISO} )?>> ", record=True),
     _p("deepspeed", rf"^\[{LEVELS}\] \[[\w.\-]+:\d+:\w+\] ", record=True),
@@ -300,9 +302,23 @@ def _rejoin_frames(raw: list[str]) -> list[str]:
     return out
 
 
+def _dedent(raw: list[str]) -> list[str]:
+    """A log pasted as an indented block (every non-blank line indented) without that common indent."""
+    indent: int | None = None
+    for r in raw:
+        if r.strip():
+            n = len(r) - len(r.lstrip(" "))
+            indent = n if indent is None else min(indent, n)
+            if not indent:
+                return raw
+    if not indent:
+        return raw
+    return [r[indent:] if r.strip() else "" for r in raw]
+
+
 def raw_lines(text: str) -> list[str]:
-    """The text's lines, cleaned, with flattened tracebacks unfolded and hard-wrapped lines joined."""
-    raw = clean(text).split("\n")
+    """The text's lines, cleaned and dedented, with flattened tracebacks unfolded and hard-wrapped lines joined."""
+    raw = _dedent(clean(text).split("\n"))
     if "Traceback (most recent call last)" in text:
         unfolded: list[str] = []
         i = 0
