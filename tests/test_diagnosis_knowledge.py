@@ -341,3 +341,33 @@ def test_causes_behind_wrappers_and_quoted_source_lines(tmp_path: Path) -> None:
     # A Markdown fence glued to the message is not part of it.
     fenced = diagnose_text("RuntimeError: Tensor for 'out' is on CPU, but expected them to be on GPU```\n", tmp_path)
     assert fenced.signature.endswith("expected them to be on GPU|")
+
+
+def test_a_shell_reporting_its_child_killed_is_a_crash(tmp_path: Path) -> None:
+    for line, identity in [("zsh: segmentation fault (core dumped)  python train.py", "signal SIGSEGV"),
+                           ("bash: line 1: 4412 Segmentation fault      (core dumped) python train.py",
+                            "signal SIGSEGV"),
+                           ("zsh: abort (core dumped)  python train.py", "signal SIGABRT"),
+                           ("zsh: bus error  python train.py", "signal SIGBUS")]:
+        d = diagnose_text(f"step 3 loss 2.1\n{line}\n", tmp_path)
+        assert (d.category, d.signature) == ("crash", f"v2|{identity}||"), line
+
+
+def test_a_log_without_an_error_has_one_stable_signature(tmp_path: Path) -> None:
+    first = diagnose_text("step 1 loss 2.30\nstep 2 loss 2.10\n", tmp_path)
+    other = diagnose_text("epoch 4 done in 31.2 s\nsaved checkpoint to /w/ckpt\n", tmp_path)
+    assert first.signature == other.signature == "v2|no-error||"
+    assert diagnose_text("step 1 loss 2.30\n", tmp_path, exit_code=0).signature == "v2|exit 0||"
+    failed = diagnose_text("step 1 loss 2.30\nfailed to open shard 3\n", tmp_path, exit_code=2)
+    assert failed.signature == "v2|exit 2|failed to open shard <n>|"
+
+
+def test_ranks_killed_from_outside_read_crash_or_hang(tmp_path: Path) -> None:
+    log = ("0: step: 120  loss: 3.1021\n1: step: 120  loss: 3.1102\n"
+           "1: slurmstepd-n2: error: Detected 1 oom-kill event(s) in StepId=41.0. Some of your processes may have "
+           "been killed by the cgroup out-of-memory handler.\n"
+           "0: slurmstepd-n1: error: *** STEP 41.0 ON n1 CANCELLED AT 2026-03-04T07:20:03 ***\n")
+    d = diagnose_text(log, tmp_path)
+    assert {k: v.outcome for k, v in d.ranks.items()} == {"0": "crash", "1": "crash"}
+    timed = diagnose_text(log.replace("07:20:03 ***", "07:20:03 DUE TO TIME LIMIT ***"), tmp_path)
+    assert timed.ranks["0"].outcome == "hang" and timed.ranks["1"].outcome == "crash"

@@ -272,7 +272,10 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
         if error.rank is None or error.ignored:
             continue
         category = categorise(error, in_test)
-        outcome = "hang" if category == "hang" else "crash" if error.type.startswith("Signal") else "fail"
+        # Killed from outside (a signal, the OOM killer, Slurm's cancellation) is a crash, not a failure it raised.
+        killed = error.type.startswith("Signal") or error.template == "slurm-cancelled" or (
+            error.source == "template" and category in ("crash", "host_oom"))
+        outcome = "hang" if category == "hang" else "crash" if killed else "fail"
         info = ranks.setdefault(error.rank, RankInfo(outcome="ok"))
         if info.first_error is None:
             ranks[error.rank] = RankInfo(outcome=outcome, first_error=error.headline()[:300])
@@ -421,8 +424,10 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     elif signal:
         signature = sig.build(f"signal {_SIGNAL_NAMES.get(signal, signal)}", "", [])
     else:
-        last = next((ln.text for ln in reversed(lines) if re.search(r"\w", ln.text)), "")
-        signature = sig.build(f"exit {exit_code}" if exit_code is not None else "no-error", last, [])
+        # Nothing raised: a failed exit is told by the last line that reads as an error, if any; a passing or
+        # error-free log has one stable signature (its last line is whatever the program printed last).
+        said = _last_error_line(lines) if exit_code else ""
+        signature = sig.build(f"exit {exit_code}" if exit_code is not None else "no-error", said, [])
     location = None
     for frame in reversed(frames):
         if frame.in_project:
@@ -432,7 +437,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if location is None:
         # A hang's (or a crash's faulthandler dump's) first stuck process: the project's line it stands on.
         dumps = summaries or (stacks_in_log(text, root) if category in ("hang", "crash") else [])
-        dumps = sorted(dumps, key=lambda s: (s.rank is None, s.rank or 0))  # the lowest stuck rank first
+        # A process waiting in a collective first (mp.spawn's parent only joins its children), then the lowest rank.
+        dumps = sorted(dumps, key=lambda s: (s.collective is None, s.rank is None, s.rank or 0))
         location = next((s.user_frame for s in dumps if s.user_frame), None)
     message = error.message if error else ""
     if error is None and category == "hang":
