@@ -65,14 +65,16 @@ class RootcauseServer(MCPServer):
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
                          context: Context | None = None) -> Any:
         spec = next((p for p in PROMPTS if p.name == name), None)
-        if spec is not None:
-            given = set(arguments or {})
-            unknown = sorted(given - set(spec.arguments))
-            missing = [a for a in spec.arguments if a not in given]
-            if unknown or missing:
-                takes = ", ".join(spec.arguments) or "no arguments"
-                problem = (f"does not take {', '.join(unknown)}" if unknown else f"needs {', '.join(missing)}")
-                raise MCPError(code=INVALID_PARAMS, message=f"prompt {name} {problem}; it takes: {takes}.")
+        if spec is None:  # the SDK would log a traceback and answer an internal error
+            known = ", ".join(p.name for p in PROMPTS)
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name[:100]!r}; the prompts are: {known}.")
+        given = set(arguments or {})
+        unknown = sorted(given - set(spec.arguments))
+        missing = [a for a in spec.arguments if a not in given]
+        if unknown or missing:
+            takes = ", ".join(spec.arguments) or "no arguments"
+            problem = (f"does not take {', '.join(unknown)}" if unknown else f"needs {', '.join(missing)}")
+            raise MCPError(code=INVALID_PARAMS, message=f"prompt {name} {problem}; it takes: {takes}.")
         return await super().get_prompt(name, arguments, context)
 
 

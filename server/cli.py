@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from server.catalog import TOOLS, ToolSpec
-from server.surface import render
+from server.surface import render, render_result
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 LOG_READERS = ("diagnose_log", "analyze_training_log")  # their path may be `-`, or piped standard input
+LOG_PATHS = ("path", "compare_to")
 
 
 def _flag(name: str) -> str:
@@ -54,12 +55,18 @@ def _default_text(field: Any) -> str:
     return f" (default: {default:g})" if isinstance(default, float) else f" (default: {default})"
 
 
+def _positional(field: Any) -> bool:
+    """Required text is given as a positional argument (`rootcause reproduce CMD`); the rest as --options."""
+    kind = _base_type(field.annotation)
+    return (kind is str or _text_or_json(kind)) and field.is_required()
+
+
 def _add_field(parser: argparse.ArgumentParser, name: str, field: Any, reads_log: bool = False,
                names: tuple[str, ...] = ()) -> None:
     kind = _base_type(field.annotation)
     origin = typing.get_origin(kind)
     help_text = (render(field.description or "", "cli", names) + _default_text(field)).replace("%", "%%")
-    if (kind is str or _text_or_json(kind)) and field.is_required():
+    if _positional(field):
         # a log path may come from standard input: `... | rootcause analyze-training-log` or PATH `-`
         parser.add_argument(name, help=help_text, nargs="?" if reads_log and name == "path" else None)
     elif _text_or_json(kind):
@@ -144,10 +151,10 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], root: Path, as_json: boo
     try:
         ctx = ToolContext.for_root(root, None if as_json else _progress_sink())
         if spec.name in LOG_READERS:
-            arguments = _stdin_paths(arguments, ctx)
+            arguments = _stdin_paths(spec, arguments, ctx)
         result = asyncio.run(call_engine(spec, arguments, ctx, surface="cli"))
     except UsageError as exc:
-        print(f"error: {render(str(exc), 'cli', arguments)}", file=sys.stderr)
+        print(f"error: {render(str(exc), 'cli')}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted; processes started by this call were stopped", file=sys.stderr)
@@ -155,7 +162,7 @@ def run_tool(spec: ToolSpec, arguments: dict[str, Any], root: Path, as_json: boo
     if as_json:
         print(json.dumps(result.model_dump(mode="json", by_alias=True), indent=2, ensure_ascii=False))
     else:
-        print(result.summary())
+        print(render_result(result, "cli").summary())
     return EXIT_OK
 
 
@@ -222,14 +229,18 @@ def _own_version() -> str:
         return "0 (not installed)"
 
 
-def _stdin_paths(arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+def _stdin_paths(spec: ToolSpec, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
     """`-` as a log path (or no path and no text with piped input) reads standard input.
 
     The input is written to .rootcause/stdin/ first, so a log of any size is read streaming like a file.
+    A log path the root does not hold is refused with the way to pipe it in instead.
     """
     from tools.errors import UsageError
 
-    wants = [name for name, value in arguments.items() if value == "-" and name in ("path", "compare_to")]
+    for name in LOG_PATHS:
+        if arguments.get(name) not in (None, "-"):
+            _check_log_path(spec, name, arguments[name], ctx)
+    wants = [name for name, value in arguments.items() if value == "-" and name in LOG_PATHS]
     piped = sys.stdin is not None and not sys.stdin.isatty()
     if not wants and arguments.get("path") is None and arguments.get("text") is None and piped:
         wants = ["path"]
@@ -250,6 +261,23 @@ def _stdin_paths(arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
         target.unlink()
         raise UsageError("no log given: standard input is empty.", "give the log's path, or pipe the log in")
     return {**arguments, wants[0]: str(target)}
+
+
+def _check_log_path(spec: ToolSpec, name: str, raw: str, ctx: Any) -> None:
+    """The CLI reads logs inside --root only (as the server does): outside it, standard input still works."""
+    import shlex
+
+    from tools.errors import UsageError
+
+    _, input_model, _ = spec.load()
+    positional = _positional(input_model.model_fields[name])
+    try:
+        ctx.workspace.resolve(raw, what=name.upper() if positional else _flag(name))
+    except UsageError as exc:
+        spelled = "-" if positional else f"{_flag(name)} -"
+        message = str(exc).removesuffix(f" Hint: {exc.hint}") if exc.hint else str(exc)
+        raise UsageError(message, f"give a path inside --root DIR, or read the file from standard input: "
+                                  f"rootcause {spec.name.replace('_', '-')} {spelled} < {shlex.quote(raw)}") from None
 
 
 def _serve(args: argparse.Namespace, root: Path) -> int:
