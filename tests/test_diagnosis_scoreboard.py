@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tools.diagnosis.scoreboard import main, score, table
@@ -43,3 +44,12 @@ def test_scores_accuracy_same_bug_and_near_miss_pairs(tmp_path: Path, capsys) ->
     assert main([str(tmp_path), "-v"]) == 0
     out = capsys.readouterr().out
     assert "near-miss pairs split | 1/1 (100%)" in out and "key_lr_again.log" in out
+
+
+def test_the_command_line_explains_itself_and_refuses_a_folder_without_labels(tmp_path: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0 and "FOLDER" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        main([str(tmp_path)])
+    assert refused.value.code == 2 and f"no labels.yaml in {tmp_path}" in capsys.readouterr().err

@@ -12,6 +12,7 @@ a `near_miss` key (and not a group) are the set's only near-miss pairs.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -113,13 +114,19 @@ def table(scores: list[Score]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    verbose = "-v" in args
-    folders = [Path(a) for a in args if a != "-v"] or [f for f in DEFAULT_SETS if (f / "labels.yaml").is_file()]
+    parser = argparse.ArgumentParser(prog="python -m tools.diagnosis.scoreboard", description=__doc__.split("\n")[0])
+    parser.add_argument("folders", nargs="*", type=Path, metavar="FOLDER",
+                        help="labelled sets (a folder with logs and labels.yaml); default: the corpus and heldout/")
+    parser.add_argument("-v", "--verbose", action="store_true", help="name every miss and every pair that disagrees")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    missing = [f for f in args.folders if not (f / "labels.yaml").is_file()]
+    if missing:
+        parser.error(f"no labels.yaml in {', '.join(map(str, missing))}")
+    folders = args.folders or [f for f in DEFAULT_SETS if (f / "labels.yaml").is_file()]
     scores = [score(folder)[0] for folder in folders]
     print(table(scores))
     for s in scores:
-        if verbose and (s.wrong or s.disagreements):
+        if args.verbose and (s.wrong or s.disagreements):
             print(f"\n{s.name}:")
             for line in [*s.wrong, *s.disagreements]:
                 print(f"  {line}")
