@@ -129,6 +129,8 @@ async def test_slurm_lines(repo: Path) -> None:
         raised = structured(await client.call_tool("diagnose_log", {"text": SLURM_RAISE}))["diagnosis"]
     assert oom["category"] == "host_oom" and oom["ranks"]["1"]["node"] == "n2"
     assert oom["ranks"]["1"]["outcome"] != "ok" and oom["ranks"]["0"]["node"] == "n1"
+    # Both were killed from outside (the OOM killer, Slurm's cancellation): crashes, not errors they raised.
+    assert oom["ranks"]["0"]["outcome"] == oom["ranks"]["1"]["outcome"] == "crash"
     assert limit["category"] == "hang" and "slurm-time-limit" in limit["signature"] and "TIME LIMIT" in limit["message"]
     assert raised["exception_type"] == "ValueError"
     assert raised["ranks"]["1"] == {"outcome": "fail", "first_error": "ValueError: rank 1 refuses to start",
@@ -160,3 +162,14 @@ async def test_a_hung_run_is_located_at_the_projects_line(repo: Path) -> None:
     assert d["location"] == "waiter.py:5", d
     assert any(stack["user_frame"] == "waiter.py:5" for stack in d["stacks"])
     assert "at waiter.py:5" in result.content[0].text
+
+
+async def test_a_shell_reporting_a_segfault_of_its_child_is_a_crash(repo: Path) -> None:
+    (repo / "segv.py").write_text("import os\nimport signal\n\nprint('step 1 loss 2.30', flush=True)\n"
+                                  "os.kill(os.getpid(), signal.SIGSEGV)\n")
+    # A real bash runs the job script; it reports the child's signal in its own words, with no faulthandler dump.
+    _run(repo, ["bash", "-c", f"{sys.executable} segv.py; true"], "job.log")
+    assert "Segmentation fault" in (repo / "job.log").read_text()
+    async with stdio_client(repo) as client:
+        d = structured(await client.call_tool("diagnose_log", {"path": "job.log"}))["diagnosis"]
+    assert d["category"] == "crash" and d["signature"].startswith("v2|signal SIGSEGV|")
