@@ -19,13 +19,14 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from server.catalog import ToolSpec
+from server.schemas import MAX_SECONDS
 from server.surface import Surface, option, render
 from tools.context import AMBIENT_PROGRESS, ToolContext
 from tools.errors import UsageError
 from tools.results import ToolResult
 
 MAX_NUMBER = 1e9
-MAX_SECONDS = 7 * 24 * 3600  # arguments named *_s are durations in seconds
+SECONDS_BOUND = f"give seconds > 0, at most {MAX_SECONDS} (7 days)"  # arguments named *_s are durations
 
 
 async def call_engine(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContext,
@@ -92,10 +93,11 @@ def _number_problems(value: Any, path: tuple[str, ...], surface: Surface):
             yield from _number_problems(item, (*path, str(index)), surface)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         label = _label(path, surface)
+        seconds = bool(path) and path[-1].endswith("_s")
         if isinstance(value, float) and not math.isfinite(value):
-            yield f"{label} must be a finite number, not {value}."
-        elif path and path[-1].endswith("_s") and not -MAX_SECONDS <= value <= MAX_SECONDS:
-            yield f"{label} is {value:g} seconds; give at most {MAX_SECONDS} (7 days)."
+            yield f"{label} must be a finite number, not {value}" + (f": {SECONDS_BOUND}." if seconds else ".")
+        elif seconds and not 0 < value <= MAX_SECONDS:
+            yield f"{label} is {value:g} seconds; {SECONDS_BOUND}."
         elif abs(value) > MAX_NUMBER:
             yield f"{label} is {value:g}, out of range; give at most {MAX_NUMBER:g}."
 
@@ -109,9 +111,9 @@ def _label(path: tuple[str | int, ...], surface: Surface) -> str:
 
 def validation_message(name: str, model: type[BaseModel], exc: ValidationError, surface: Surface = "mcp") -> str:
     """pydantic's errors retold: the argument, what it takes, what was given."""
-    from server.schemas import compact, describe
+    from server.schemas import compact_input, describe
 
-    schema = compact(model.model_json_schema(by_alias=True))
+    schema = compact_input(model.model_json_schema(by_alias=True))
     properties = schema.get("properties", {})
     parts: list[str] = []
     seen: set[tuple[str, ...]] = set()
@@ -132,12 +134,23 @@ def validation_message(name: str, model: type[BaseModel], exc: ValidationError, 
             parts.append(f"{label} is not an argument of {name}; it takes {', '.join(properties)}.")
         elif err["type"] in ("value_error", "assertion_error"):
             parts.append(_sentence(err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")))
+        elif err.get("input") is None and _numeric(prop):
+            # JSON has no infinity or NaN: a client sends 1e309, Infinity or NaN as null
+            parts.append(f"{label} takes {takes}{' seconds (7 days at most)' if top.endswith('_s') else ''}, "
+                         "not null: not a finite number (JSON sends 1e309, Infinity and NaN as null).")
         else:
             parts.append(f"{label} takes {takes}, not {_shown(err.get('input'))}.")
     return render(f"{name}: " + " ".join(parts), surface, properties)
 
 
+def _numeric(prop: dict[str, Any] | None) -> bool:
+    kinds = (prop or {}).get("type")
+    return bool({"number", "integer"} & set(kinds if isinstance(kinds, list) else [kinds]))
+
+
 def _shown(value: Any) -> str:
+    if value is None:
+        return "null"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 

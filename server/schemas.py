@@ -22,7 +22,8 @@ from typing import Any
 
 from server.catalog import TOOLS, ToolSpec
 
-SCHEMA_FORMAT = 1
+SCHEMA_FORMAT = 2
+MAX_SECONDS = 7 * 24 * 3600  # every argument named *_s is a duration in seconds: > 0 and at most 7 days
 CACHE_KEEP = 8
 _PACKAGES = ("tools", "server", "prompts")
 
@@ -37,7 +38,9 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
 
     The model's docstring goes (the tool's description is the catalog's); `X | None` becomes X (a
     caller omits an optional argument rather than sending null; the validation still accepts null);
-    defaults of false or empty go (that is what omitting means).
+    defaults of false or empty go (that is what omitting means). Every `*_s` number is a duration: > 0 and
+    at most MAX_SECONDS. An argument of several types is an `anyOf` with one type per branch (a type
+    list is legal JSON Schema, but clients that map schemas onto a single-type dialect reject it).
     """
     schema = compact(schema)
     schema.pop("description", None)
@@ -49,11 +52,38 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
             if isinstance(kinds, list) and "null" in kinds:
                 rest = [k for k in kinds if k != "null"]
                 prop["type"] = rest[0] if len(rest) == 1 else rest
+            if isinstance(prop.get("anyOf"), list) and {"type": "null"} in prop["anyOf"]:
+                rest = [option_ for option_ in prop.pop("anyOf") if option_ != {"type": "null"}]
+                prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
             if "default" in prop and prop["default"] in (False, [], {}, ""):
                 del prop["default"]
             if isinstance(prop.get("description"), str):
                 prop["description"] = first_sentence(prop["description"])
+        for name, prop in properties.items():
+            if name.endswith("_s"):
+                _duration_bounds(prop)
+            properties[name] = _one_type_each(prop)
     return schema
+
+
+def _duration_bounds(prop: dict[str, Any]) -> None:
+    if prop.get("type") not in ("number", "integer"):
+        return
+    if "minimum" not in prop and "exclusiveMinimum" not in prop:
+        prop["exclusiveMinimum"] = 0
+    prop["maximum"] = min(prop.get("maximum", MAX_SECONDS), MAX_SECONDS)
+
+
+def _one_type_each(prop: dict[str, Any]) -> dict[str, Any]:
+    """`{type: [string, array], items: X}` -> `{anyOf: [{type: string}, {type: array, items: X}]}`."""
+    kinds = prop.get("type")
+    if not isinstance(kinds, list) or len(kinds) < 2:
+        return prop
+    specific = {key for kind in kinds for key in _TYPE_SPECIFIC.get(kind, ())}
+    out = {key: value for key, value in prop.items() if key != "type" and key not in specific}
+    out["anyOf"] = [{"type": kind, **{key: prop[key] for key in _TYPE_SPECIFIC.get(kind, ()) if key in prop}}
+                    for kind in kinds]
+    return out
 
 
 def compact_output(schema: dict[str, Any]) -> dict[str, Any]:

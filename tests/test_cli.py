@@ -77,9 +77,10 @@ def test_closed_pipe_is_quiet(repo: Path) -> None:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("nan", "--timeout-s must be a finite number, not nan."),
-    ("1e309", "--timeout-s must be a finite number, not inf."),
-    ("99999999999", "--timeout-s is 1e+11 seconds; give at most 604800"),
+    ("nan", "--timeout-s must be a finite number, not nan: give seconds > 0"),
+    ("1e309", "--timeout-s must be a finite number, not inf: give seconds > 0, at most 604800 (7 days)."),
+    ("99999999999", "--timeout-s is 1e+11 seconds; give seconds > 0, at most 604800 (7 days)."),
+    ("0", "--timeout-s is 0 seconds; give seconds > 0"),
 ])
 def test_absurd_numbers_refused_naming_the_option(repo: Path, value: str, expected: str) -> None:
     done = rootcause(repo, "reproduce", "--timeout-s", value, "true")
@@ -92,6 +93,7 @@ def test_hints_speak_cli_on_the_cli(repo: Path) -> None:
     outside = rootcause(repo, "diagnose-log", "--path", "/etc/hostname")
     assert outside.returncode == 2
     assert "--root DIR" in outside.stderr and "rootcause serve" not in outside.stderr
+    assert "server" not in outside.stderr
     missing = rootcause(repo, "reproduce", "no-such-program-xyz --flag")
     assert missing.returncode == 2
     assert "--python" in missing.stderr and "python=" not in missing.stderr
@@ -139,3 +141,41 @@ def test_session_list_shows_status_phase_age_symptom(repo: Path) -> None:
     assert newest.endswith("loss is NaN after step 40")  # newest first, one line each
     assert oldest.endswith("DataLoader worker hangs at epoch 2")
     assert " open " in newest and "phase 1 Investigate" in newest and " s ago" in newest
+
+
+def test_result_text_speaks_cli_on_the_cli(repo: Path) -> None:
+    """A result's guidance (its interpreter remark, its next step) names options, not MCP arguments."""
+    done = rootcause(repo, "reproduce", "--runs", "1", "python -c 'raise SystemExit(3)'")
+    assert done.returncode == 0, done.stderr
+    interpreter = next(line for line in done.stdout.splitlines() if line.startswith("Interpreter:"))
+    assert "no .venv in the project; pass --python ... for the project's" in interpreter, interpreter
+    assert "python=" not in done.stdout and "session_id=" not in done.stdout
+    raw = rootcause(repo, "reproduce", "--runs", "1", "--json", "python -c 'raise SystemExit(3)'")
+    assert "pass python=... for the project's" in raw.stdout  # --json is the exact structured result
+
+
+@pytest.mark.anyio
+async def test_result_text_speaks_mcp_over_mcp(repo: Path) -> None:
+    from tests.conftest import memory_client
+
+    async with memory_client(repo) as client:
+        result = await client.call_tool("reproduce", {"command": "python -c 'raise SystemExit(3)'", "runs": 1})
+    assert "pass python=... for the project's" in result.content[0].text
+    assert "--python" not in result.content[0].text
+
+
+@pytest.mark.parametrize(("command", "spelled"), [("diagnose-log", "--path -"), ("analyze-training-log", "-")])
+def test_log_outside_the_root_offers_standard_input(repo: Path, tmp_path: Path, command: str, spelled: str) -> None:
+    outside = tmp_path / "outside.log"
+    outside.write_text(LOG if command == "diagnose-log" else TRAINING_LOG)
+    args = [command, "--path", str(outside)] if command == "diagnose-log" else [command, str(outside)]
+    refused = rootcause(repo, *args)
+    assert refused.returncode == 2
+    assert "outside the root" in refused.stderr
+    suggestion = f"rootcause {command} {spelled} < {outside}"
+    assert suggestion in refused.stderr, refused.stderr
+    # the suggestion works as printed
+    piped = subprocess.run(f"{rootcause_executable()} --root {repo} {command} {spelled} --json < {outside}",
+                           shell=True, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert ('"exception_type": "RuntimeError"' if command == "diagnose-log" else '"first_nonfinite"') in piped.stdout

@@ -71,3 +71,20 @@ def test_mcp_inspector_cli(repo: Path, method: str) -> None:
     key = method.split("/")[0]
     names = {item["name"] for item in listed[key]}
     assert ("start_session" if key == "tools" else "debug_protocol") in names
+
+
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+def test_mcp_inspector_strict_finds_no_input_schema_warning(repo: Path) -> None:
+    """Input schemas are portable (one type per anyOf branch); output schemas keep nullable type lists
+    to stay within the tools/list budget (docs/install.md says why)."""
+    proc = subprocess.run(
+        ["npx", "-y", "@modelcontextprotocol/inspector@2.12.0", "--cli", rootcause_executable(), "serve",
+         "--root", str(repo), "--method", "tools/list", "--strict"],
+        capture_output=True, text=True, timeout=240, cwd=repo,
+    )
+    if proc.returncode != 0 and "ENOTFOUND" in proc.stderr + proc.stdout:
+        pytest.skip("npm registry unreachable")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    paths = [line.split("Path:", 1)[1].strip() for line in proc.stderr.splitlines() if "Path:" in line]
+    assert not [p for p in paths if p.startswith("inputSchema")], proc.stderr[-3000:]
+    assert {t["name"] for t in json.loads(proc.stdout)["tools"]} >= {"reproduce", "start_session"}

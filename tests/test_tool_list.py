@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from mcp_types import INVALID_PARAMS
 
 from server.catalog import TOOLS
 from tests.conftest import error_text, rootcause_executable, stdio_client, structured
@@ -88,8 +89,13 @@ async def test_structured_output_still_validates(repo: Path) -> None:
 @pytest.mark.parametrize(("arguments", "expected"), [
     ({}, "reproduce: command is required: text or a list of text."),
     ({"command": "true", "runs": "twice"}, "reproduce: runs takes an integer"),
-    ({"command": "true", "timeout_s": "nan"}, "reproduce: timeout_s must be a finite number, not nan."),
-    ({"command": "true", "timeout_s": 99999999999}, "reproduce: timeout_s is 1e+11 seconds; give at most 604800"),
+    ({"command": "true", "timeout_s": "nan"}, "reproduce: timeout_s must be a finite number, not nan"),
+    ({"command": "true", "timeout_s": 99999999999}, "reproduce: timeout_s is 1e+11 seconds; give seconds > 0, at "
+                                                    "most 604800 (7 days)."),
+    ({"command": "true", "timeout_s": -1}, "reproduce: timeout_s is -1 seconds; give seconds > 0"),
+    # JSON has no infinity: the client sends 1e309 as null, and the answer says what it takes
+    ({"command": "true", "timeout_s": float("inf")}, "reproduce: timeout_s takes a number > 0 and <= 604800 seconds "
+                                                     "(7 days at most), not null: not a finite number"),
     ({"command": "true", "env": ["A=1"]}, "reproduce: env takes an object of NAME: text"),
 ])
 async def test_argument_errors_in_our_words_over_mcp(repo: Path, arguments: dict, expected: str) -> None:
@@ -122,6 +128,26 @@ async def test_prompt_argument_errors_answer_without_a_traceback(repo: Path, tmp
             await client.get_prompt("debug_protocol", {"symptom": "hang", "colour": "red"})
         with pytest.raises(MCPError, match="prompt debug_protocol needs symptom"):
             await client.get_prompt("debug_protocol", {})
+        with pytest.raises(MCPError, match="unknown prompt 'nope'; the prompts are: debug_protocol") as caught:
+            await client.get_prompt("nope", {})
+        assert caught.value.error.code == INVALID_PARAMS
         rendered = await client.get_prompt("debug_protocol", {"symptom": "hang at step 3"})
         assert "hang at step 3" in rendered.messages[0].content.text
-    assert "Traceback" not in stderr.read_text()
+    assert stderr.read_text() == ""  # answered as errors: no traceback, no log line
+
+
+async def test_durations_are_bounded_and_single_typed_in_the_schema(repo: Path) -> None:
+    """Every *_s argument is > 0 and at most 7 days; no argument uses a type list (portable schemas)."""
+    async with stdio_client(repo) as client:
+        tools = (await client.list_tools()).tools
+    durations = 0
+    for tool in tools:
+        for name, prop in tool.input_schema["properties"].items():
+            assert not isinstance(prop.get("type"), list), (tool.name, name, prop)
+            if name.endswith("_s"):
+                durations += 1
+                assert prop["exclusiveMinimum"] == 0 and prop["maximum"] == 7 * 24 * 3600, (tool.name, name)
+    assert durations >= 10  # timeout_s, idle_timeout_s, setup_timeout_s of the tools that run commands
+    reproduce = next(t for t in tools if t.name == "reproduce")
+    assert reproduce.input_schema["properties"]["command"]["anyOf"] == [
+        {"type": "string"}, {"type": "array", "items": {"type": "string"}}]
