@@ -165,18 +165,13 @@ async def compare_setups(inp: CompareSetupsInput, ctx: ToolContext) -> CompareSe
         compared=compared, notes=notes, diff_stat=bounded(code.stat, 4000),
     )
     if inp.session_id:
-        suspects = [f"[{d.kind}] {d.key}" for d in differences if d.suspect]
-        md = (f"compare_setups: good ({_side_text(result.good)}) vs bad ({_side_text(result.bad)}): "
-              f"{result.total} difference(s) ({', '.join(f'{k} {v}' for k, v in counts.items() if v) or 'none'}), "
-              f"{result.suspect} suspect.")
-        if suspects:
-            md += "\n\nSuspect:\n" + "\n".join(f"- {s}" for s in suspects[:15])
-        if full_path:
-            md += f"\n\nFull list: {full_path}"
-        store.record(inp.session_id, "compare_setups", md,
-                     {"summary": counts, "total": result.total, "suspect": suspects[:30],
-                      "full_list_path": full_path, "good": result.good.model_dump(), "bad": result.bad.model_dump()},
-                     phase=2)
+        from tools.evidence.findings import CompareSetupsEvidence, dump
+
+        evidence = CompareSetupsEvidence(
+            summary=dict(counts), total=result.total, full_list_path=full_path, suspect_count=result.suspect,
+            suspect=[f"[{d.kind}] {d.key}" for d in differences if d.suspect][:30],
+            good=result.good.model_dump(), bad=result.bad.model_dump())
+        store.record(inp.session_id, "compare_setups", evidence.render(), dump(evidence), phase=2)
     await ctx.progress(5, 5, "done")
     return result
 

@@ -183,8 +183,7 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
             await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, WORKTREE)
     result.duration_s = round(time.monotonic() - started, 3)
     await progress.step(f"done: {result.status}")
-    record_evidence(ctx, inp.session_id, "bisect_commits", result.summary(),
-                    result.model_dump(mode="json", by_alias=True))
+    record_evidence(ctx, inp.session_id, "bisect_commits", result)
     return result
 
 

@@ -29,6 +29,7 @@ from tools.evidence import (
     run_observed,
 )
 from tools.evidence import yardstick as make_yardstick
+from tools.results import ToolResult
 from tools.sessions import SessionStore, require_open
 
 Outcome = Literal["pass", "fail", "hang", "crash", "skip", "not_run"]
@@ -194,6 +195,14 @@ def check_endpoint(want: Literal["good", "bad"], name: str, got: Verdict, run: J
                 "Check the command and the endpoints.")
 
 
-def record_evidence(ctx: ToolContext, session_id: str | None, tool: str, summary: str, data: dict) -> None:
-    if session_id is not None:
-        SessionStore(ctx.workspace).record(session_id, tool, summary, data, phase=2)
+def record_evidence(ctx: ToolContext, session_id: str | None, tool: str, result: ToolResult) -> None:
+    """Record a bisect's result in the session as its tool's typed evidence (Phase 2)."""
+    if session_id is None:
+        return
+    from tools.evidence.findings import dump
+    from tools.evidence.records import evidence_of
+
+    evidence = evidence_of(tool, result.model_dump(mode="json", by_alias=True))
+    if evidence is None:
+        raise ValueError(f"{tool} has no evidence model")
+    SessionStore(ctx.workspace).record(session_id, tool, evidence.render(), dump(evidence), phase=2)

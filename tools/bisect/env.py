@@ -249,8 +249,7 @@ async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
                     await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, name)
     result.duration_s = round(time.monotonic() - started, 3)
     await progress.step(f"verdict: {result.verdict}")
-    record_evidence(ctx, inp.session_id, "bisect_env", result.summary(),
-                    result.model_dump(mode="json", by_alias=True, exclude={"freeze_diff"}))
+    record_evidence(ctx, inp.session_id, "bisect_env", result)
     return result
 
 

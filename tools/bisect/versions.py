@@ -220,6 +220,5 @@ async def _search(ctx: ToolContext, inp: BisectVersionsInput, prepared: Prepared
 def _finish(ctx: ToolContext, inp: BisectVersionsInput, result: BisectVersionsResult,
             started: float) -> BisectVersionsResult:
     result.duration_s = round(time.monotonic() - started, 3)
-    record_evidence(ctx, inp.session_id, "bisect_versions", result.summary(),
-                    result.model_dump(mode="json", by_alias=True))
+    record_evidence(ctx, inp.session_id, "bisect_versions", result)
     return result

@@ -33,6 +33,14 @@ class ToolEvidence(BaseModel):
         """The evidence's Markdown summary in the session report."""
         return ""
 
+    def found_diagnosis(self) -> Diagnosis | None:
+        """The failure's diagnosis, for the tools that diagnose (reproduce, diagnose_log)."""
+        return None
+
+    def attachments(self) -> list[str]:
+        """Markdown blocks (e.g. an image) that belong under the evidence in the report."""
+        return []
+
 
 _REGISTRY: dict[str, type[ToolEvidence]] = {}
 
@@ -123,6 +131,9 @@ class ReproduceEvidence(ToolEvidence):
         lines.append(f"- Logs: {', '.join(r.log_path for r in self.runs)}")
         return "\n".join(lines)
 
+    def found_diagnosis(self) -> Diagnosis | None:
+        return self.diagnosis
+
     def error(self) -> str | None:
         d = self.diagnosis
         if d is None or not d.exception_type:
@@ -141,6 +152,9 @@ class DiagnoseLogEvidence(ToolEvidence):
 
     diagnosis: PartialDiagnosis = None
     source: str = ""
+
+    def found_diagnosis(self) -> Diagnosis | None:
+        return self.diagnosis
 
 
 @register
@@ -263,4 +277,20 @@ def protocol_sections(evidence: list[Any]) -> list[str]:
 
 
 __all__ = ["CollateralEvidence", "DiagnoseLogEvidence", "FixAttemptEvidence", "HypothesisEvidence",
-           "ReproduceEvidence", "ToolEvidence", "diagnosis_line", "evidence_of", "protocol_sections", "register"]
+           "ReproduceEvidence", "ToolEvidence", "diagnosis_line", "evidence_of", "protocol_sections", "register",
+           "render_evidence"]
+
+
+def render_evidence(tool: str, data: dict[str, Any], recorded: str) -> str:
+    """An evidence entry's report text: the text recorded with it (each tool records its typed model's
+    rendering), else that rendering now, plus the model's attachments the text lacks (a session recorded
+    before the attachment was part of the rendering still shows it)."""
+    typed = evidence_of(tool, data)
+    text = recorded.strip() or (typed.render().strip() if typed is not None else "")
+    extra = [a for a in (typed.attachments() if typed is not None else []) if a not in text]
+    return "\n\n".join([t for t in (text, *extra) if t])
+
+
+# The other tools' evidence models register themselves on import (they import this module's base).
+from tools.evidence import findings as findings  # noqa: E402
+from tools.evidence import knowledge as knowledge  # noqa: E402

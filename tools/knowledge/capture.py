@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from tools.context import ToolContext
 from tools.errors import UsageError
+from tools.evidence.knowledge import CaptureEvidence, ConstraintsEvidence
+from tools.evidence.records import evidence_of
 from tools.knowledge import appender
-from tools.knowledge.dedupe import find_duplicate
+from tools.knowledge.dedupe import find_duplicate, similarity
 from tools.knowledge.entries import parse_markdown
 from tools.knowledge.folder import knowledge_dir, markdown_files, read_strict
 from tools.knowledge.guards import working_tree_changes
 from tools.knowledge.index import load_index
+from tools.knowledge.pitfalls import link_line, linked_pitfalls, load_pitfalls, pitfall
 from tools.knowledge.testmap import SuggestedTest, load_testmap, suggest
+from tools.knowledge.vocabulary import concepts
 from tools.results import ToolResult
 from tools.sessions import SessionStore, require_open
 from tools.workspace import Workspace
@@ -58,6 +62,16 @@ class CaptureKnowledgeInput(BaseModel):
     knowledge_dir: str | None = Field(
         None, description="Knowledge folder inside the root. Default: $ROOTCAUSE_KNOWLEDGE_DIR, else "
         ".agents/knowledge.")
+    pitfall: str | None = Field(
+        None, description="For constraint/architecture: the built-in pitfall id (from check_constraints' pitfalls) "
+        "this entry documents; the entry gets a 'Pitfall: `id`' line and check_constraints stops listing that "
+        "built-in. Default: the session's top pitfall when the entry is about the same concept; 'none' links "
+        "nothing.")
+
+
+class PitfallLink(BaseModel):
+    id: str
+    why: str
 
 
 class Written(BaseModel):
@@ -91,6 +105,8 @@ class CaptureKnowledgeResult(ToolResult):
     suggested_test: SuggestedTest | None = None
     suggested_tests: list[SuggestedTest] = Field(default_factory=list)
     recorded_none: RecordedNone | None = None
+    pitfall_link: PitfallLink | None = None
+    """The built-in pitfall the written entry links to: check_constraints no longer lists it."""
     phase5: str | None = None
     """'done' when a session was given."""
     next: str
@@ -101,6 +117,9 @@ class CaptureKnowledgeResult(ToolResult):
             num = f"{w.number}. " if w.number is not None else ""
             lines = [f"Wrote {num}{w.title} to {w.file}:{w.line} (section: {w.section or 'top level'}"
                      + (", new section" if w.new_section else "") + (", new file" if w.created_file else "") + ")."]
+            if self.pitfall_link:
+                lines.append(f"Linked to built-in pitfall {self.pitfall_link.id} ({self.pitfall_link.why}): "
+                             "check_constraints lists the project's entry instead.")
         elif self.duplicate_of:
             d = self.duplicate_of
             lines = [f"Not written: near-duplicate of '{d.title}' at {d.file}:{d.line} (similarity {d.score:.0f}). "
@@ -123,7 +142,8 @@ def capture_knowledge(inp: CaptureKnowledgeInput, ctx: ToolContext) -> CaptureKn
     section = appender.validate_section(inp.section)
     folder = knowledge_dir(ctx.workspace, inp.knowledge_dir)
     if inp.kind in TARGETS:
-        result = _write_entry(inp, ctx.workspace, folder, section)
+        link = _pitfall_link(inp, store)
+        result = _write_entry(inp, ctx.workspace, folder, section, link)
     elif inp.kind == "docs":
         result = _write_docs(inp, ctx.workspace, folder)
     elif inp.kind == "regression_guard":
@@ -137,21 +157,50 @@ def capture_knowledge(inp: CaptureKnowledgeInput, ctx: ToolContext) -> CaptureKn
     result.next = ("close_session to get the final report" if inp.session_id
                    else "done; pass session_id next time so the session records Phase 5")
     if inp.session_id:
-        store.record(inp.session_id, "capture_knowledge", result.summary(), _evidence(result), phase=5,
-                     phase_status="done")
+        evidence = _evidence(result)
+        store.record(inp.session_id, "capture_knowledge", evidence.render(), evidence.model_dump(mode="json"),
+                     phase=5, phase_status="done")
         result.phase5 = "done"
     return result
 
 
-def _evidence(result: CaptureKnowledgeResult) -> dict[str, Any]:
-    return result.model_dump(mode="json", include={"kind", "written", "duplicate_of", "suggested_test",
+def _evidence(result: CaptureKnowledgeResult) -> CaptureEvidence:
+    data = result.model_dump(mode="json", include={"kind", "written", "duplicate_of", "suggested_test",
                                                    "recorded_none"})
+    return CaptureEvidence.model_validate({**data, "pitfall": result.pitfall_link.id if result.pitfall_link else None})
 
 
-def _write_entry(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path,
-                 section: str | None) -> CaptureKnowledgeResult:
+def _pitfall_link(inp: CaptureKnowledgeInput, store: SessionStore) -> PitfallLink | None:
+    """The built-in pitfall the new entry documents: the caller's, else the session's top pitfall when the
+    entry shares a concept with that pitfall's title."""
+    known = {p.id for p in load_pitfalls()}
+    if inp.pitfall is not None:
+        wanted = inp.pitfall.strip().lower()
+        if wanted == "none":
+            return None
+        if wanted not in known:
+            close = sorted(known, key=lambda i: -similarity(wanted, i))[:3]
+            raise UsageError(f"pitfall {inp.pitfall!r} is not a built-in pitfall id.",
+                             f"use an id from check_constraints' pitfalls, e.g. {', '.join(close)}; or 'none'")
+        return PitfallLink(id=wanted, why="named by the caller")
+    if not inp.session_id:
+        return None
+    shown = [evidence_of(e.tool, e.data) for e in store.load(inp.session_id).evidence if e.tool == "check_constraints"]
+    top = shown[-1].top_pitfall() if shown and isinstance(shown[-1], ConstraintsEvidence) else None
+    if top is None or top not in known:
+        return None
+    shared = set(concepts(pitfall(top).title)) & set(concepts(f"{inp.title or ''}\n{inp.body or ''}"))
+    if not shared:
+        return None
+    return PitfallLink(id=top, why=f"the session's top pitfall, same concept: {', '.join(sorted(shared))}")
+
+
+def _write_entry(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path, section: str | None,
+                 link: PitfallLink | None) -> CaptureKnowledgeResult:
     title = appender.validate_title(inp.title, inp.kind)
     bullets = appender.body_bullets(inp.body, inp.kind)
+    if link is not None and link.id not in linked_pitfalls("\n".join(bullets)):
+        bullets.append(link_line(link.id))
     target = folder / TARGETS[inp.kind]
     rel = workspace.relative(target)
     with appender.locked(workspace, target):
@@ -168,7 +217,7 @@ def _write_entry(inp: CaptureKnowledgeInput, workspace: Workspace, folder: Path,
         new_text = appender.apply(text, insertion)
         appender.atomic_write(target, new_text)
     entry = appender.locate(new_text, rel, title, insertion.number)
-    return CaptureKnowledgeResult(kind=inp.kind, next="", written=Written(
+    return CaptureKnowledgeResult(kind=inp.kind, next="", pitfall_link=link, written=Written(
         file=rel, line=entry.line if entry else 0, title=title, section=insertion.section,
         number=insertion.number, created_file=created, new_section=insertion.new_section))
 

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 from pydantic import BaseModel, Field
 
 from tools.context import ToolContext
 from tools.errors import UsageError
+from tools.evidence.knowledge import ConstraintsEvidence
+from tools.evidence.records import evidence_of
 from tools.knowledge.checklists import Checklist, applicable_checklists
 from tools.knowledge.codegen import CodegenCheck, run_codegen_check
+from tools.knowledge.entries import Entry
 from tools.knowledge.folder import knowledge_dir
 from tools.knowledge.guards import GuardViolation, collect_guards, violations, working_tree_changes
 from tools.knowledge.index import Hit, Index, load_index
@@ -114,11 +116,11 @@ def _session_query(state: SessionState) -> tuple[str, str]:
     parts = [state.symptom, " ".join(state.keywords)]
     category = state.category
     for ev in reversed(state.evidence):
-        diagnosis = ev.data.get("diagnosis") if isinstance(ev.data, dict) else None
-        if isinstance(diagnosis, dict):
-            parts += [" ".join(diagnosis.get("keywords") or []), str(diagnosis.get("exception_type") or ""),
-                      str(diagnosis.get("message") or "")[:2000]]
-            category = diagnosis.get("category") or category
+        typed = evidence_of(ev.tool, ev.data)
+        diagnosis = typed.found_diagnosis() if typed is not None else None
+        if diagnosis is not None:
+            parts += [" ".join(diagnosis.keywords), diagnosis.exception_type or "", (diagnosis.message or "")[:2000]]
+            category = diagnosis.category or category
             break
     return "\n".join(p for p in parts if p.strip()), category
 
@@ -168,7 +170,7 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         _search, folder, ctx.root, symptom, inp.top_k, category, paths)
     query_hits = symptom_hits(symptom) if symptom else {}
     notes = list(index.notes)
-    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations))
+    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations), index.entries)
     notes += [f"built-in pitfall {name} is not listed: the project documents it ({where})"
               for name, where in documented]
     if not index.files:
@@ -189,14 +191,17 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         codegen_stale=codegen.stale if codegen is not None else None, codegen=codegen, notes=notes,
     )
     if state is not None:
-        store.record(state.session_id, "check_constraints", result.summary(), _evidence(result), phase=1)
+        evidence = _evidence(result, [name for name, _ in documented])
+        store.record(state.session_id, "check_constraints", evidence.render(), evidence.model_dump(mode="json"),
+                     phase=1)
     return result
 
 
-def _pitfalls(symptom: str, category: str | None, hits: list[Hit],
-              guard_hit: bool) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
-    """Ranked built-in pitfalls, minus those a matching project entry already documents (the project first)."""
-    from tools.knowledge.dedupe import find_duplicate
+def _pitfalls(symptom: str, category: str | None, hits: list[Hit], guard_hit: bool,
+              entries: list[Entry]) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
+    """Ranked built-in pitfalls, minus those the project already documents (the project first): any entry
+    that links the pitfall by id, or a matching entry that is a near-duplicate of it."""
+    from tools.knowledge.dedupe import documenting_entry
 
     ranked = rank_pitfalls(symptom, category, PITFALL_LIMIT) if symptom else []
     if guard_hit and "generated_model_patches" not in {p.name for p in ranked}:
@@ -206,19 +211,21 @@ def _pitfalls(symptom: str, category: str | None, hits: list[Hit],
                                    check=generated.check, fix=generated.fix, source=generated.source_url))
     project = [h.entry for h in hits]
     kept, documented = [], []
+    linking = [e for e in entries if not is_placeholder(e)]
     for match in ranked:
-        duplicate = find_duplicate(match.title, match.text + "\n" + match.fix, project) if project else None
-        if duplicate is not None:
-            documented.append((match.name, f"{duplicate.entry.file}:{duplicate.entry.line}"))
+        entry = documenting_entry(match.name, match.title, match.text + "\n" + match.fix, linking, project)
+        if entry is not None:
+            documented.append((match.name, f"{entry.file}:{entry.line}"))
         else:
             kept.append(match)
     return kept, documented
 
 
-def _evidence(result: CheckConstraintsResult) -> dict[str, Any]:
-    return {
+def _evidence(result: CheckConstraintsResult, documented: list[str]) -> ConstraintsEvidence:
+    return ConstraintsEvidence.model_validate({
         "matches": [{"title": m.title, "file": m.file, "line": m.line, "score": m.score} for m in result.matches],
         "pitfalls": [p.name for p in result.pitfalls],
+        "documented_pitfalls": documented,
         "guard_violations": [v.model_dump() for v in result.guard_violations],
         "codegen_stale": result.codegen_stale,
-    }
+    })

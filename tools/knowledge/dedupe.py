@@ -1,4 +1,8 @@
-"""Near-duplicate knowledge: the same point with a reworded title or body (rapidfuzz on stemmed tokens)."""
+"""Near-duplicate knowledge: the same point with a reworded title or body (rapidfuzz on stemmed tokens).
+
+A built-in pitfall counts as documented by the project when an entry links it by id (`- Pitfall: `id``)
+or, failing that, when a ranked project entry is a near-duplicate of it.
+"""
 
 from __future__ import annotations
 
@@ -56,3 +60,16 @@ def find_duplicate(title: str, body: str, entries: list[Entry]) -> Duplicate | N
             if best is None or score > best.score:
                 best = Duplicate(entry, score, round(t, 1), round(b, 1))
     return best
+
+
+def documenting_entry(pitfall_id: str, title: str, body: str, linking: list[Entry],
+                      ranked: list[Entry]) -> Entry | None:
+    """The project entry that documents a built-in pitfall: one of `linking` that names its id, else a
+    near-duplicate among the `ranked` entries."""
+    from tools.knowledge.pitfalls import linked_pitfalls
+
+    for entry in linking:
+        if entry.kind != "section" and pitfall_id in linked_pitfalls(entry.title + "\n" + entry.body):
+            return entry
+    duplicate = find_duplicate(title, body, ranked) if ranked else None
+    return duplicate.entry if duplicate is not None else None

@@ -18,6 +18,10 @@ from tools.knowledge.symptoms import read_data, vocabulary
 from tools.taxonomy import Category
 
 PITFALLS_FILE = "pitfalls.yaml"
+PITFALL_LINK = re.compile(r"\bpitfall:\s*`?([a-z0-9_]+)`?", re.IGNORECASE)
+"""A knowledge entry names a built-in pitfall it documents: a sub-bullet `- Pitfall: `lr_warmup_uncapped``
+(or an inline `[pitfall:lr_warmup_uncapped]`). Only known ids count, so prose such as "a common pitfall: the..."
+links nothing."""
 SOURCE = re.compile(r"^(https://\S+|[\w.-]+/[\w.-]+#\d+)$")
 MIN_SHARE_OF_TOP = 0.3
 """A pitfall is listed when its score is at least this share of the best pitfall's score."""
@@ -123,3 +127,14 @@ def rank_pitfalls(symptom: str, category: str | None, limit: int = 5) -> list[Pi
     return out
 
 
+
+
+def linked_pitfalls(text: str) -> list[str]:
+    """The built-in pitfall ids a knowledge text links to (see PITFALL_LINK), in order."""
+    known = {p.id for p in load_pitfalls()}
+    return [i for i in dict.fromkeys(m.lower() for m in PITFALL_LINK.findall(text)) if i in known]
+
+
+def link_line(pitfall_id: str) -> str:
+    """The sub-bullet capture_knowledge writes to link an entry to a built-in pitfall."""
+    return f"Pitfall: `{pitfall_id}`"

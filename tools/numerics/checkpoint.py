@@ -378,11 +378,14 @@ async def inspect_checkpoint(inp: InspectCheckpointInput, ctx: ToolContext) -> I
         inventory_path=side.inventory_path, interpreter=side.interpreter, notes=notes, **capped,
     )
     if store is not None and inp.session_id:
-        data = result.model_dump(mode="json", by_alias=True,
-                                 include={"path", "format", "tensors", "parameters", "dtypes", "nonfinite_tensors",
-                                          "counts", "values_checked"})
-        data["nonfinite"] = [n.name for n in nonfinite[:20]]
-        data["likely_renames"] = [r.model_dump(by_alias=True, include={"from_", "to"})
-                                  for r in result.likely_renames[:20]]
-        store.record(inp.session_id, "inspect_checkpoint", result.summary(), data, phase=None)
+        from tools.evidence.findings import CheckpointEvidence, dump
+
+        evidence = CheckpointEvidence.model_validate({
+            **result.model_dump(mode="json", include={"path", "format", "tensors", "parameters", "dtypes",
+                                                      "nonfinite_tensors", "counts", "values_checked"}),
+            "nonfinite": [n.name for n in nonfinite[:20]],
+            "likely_renames": [r.model_dump(by_alias=True, include={"from_", "to"})
+                               for r in result.likely_renames[:20]],
+        })
+        store.record(inp.session_id, "inspect_checkpoint", evidence.render(), dump(evidence), phase=None)
     return result

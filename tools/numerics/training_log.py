@@ -356,11 +356,12 @@ async def analyze_training_log(inp: AnalyzeTrainingLogInput, ctx: ToolContext) -
         result._plot_file = plot_file
         result.plot_path = ctx.workspace.relative(plot_file)
     if store is not None and inp.session_id:
-        data = result.model_dump(mode="json", include={"path", "steps", "first_nonfinite_step", "spike_count",
-                                                       "first_divergent_step", "rtol", "compare_to", "series_path",
-                                                       "plot_path", "lr", "largest_spike", "spikes_before_nonfinite"})
-        data["spikes"] = [s.model_dump(mode="json") for s in result.spikes[:10]]
-        store.record(inp.session_id, "analyze_training_log", result.summary(), data, phase=None)
+        from tools.evidence.findings import TrainingLogEvidence, dump
+
+        evidence = TrainingLogEvidence.model_validate(
+            {**result.model_dump(mode="json", include=set(TrainingLogEvidence.model_fields) - {"spikes"}),
+             "spikes": [s.model_dump(mode="json") for s in result.spikes[:10]]})
+        store.record(inp.session_id, "analyze_training_log", evidence.render(), dump(evidence), phase=None)
     return result
 
 

@@ -1,4 +1,8 @@
-"""The session as a Markdown report: symptom, path, phases, hypotheses, fix attempts, evidence."""
+"""The session as a Markdown report: symptom, path, phases, hypotheses, fix attempts, evidence.
+
+Each evidence entry renders through its tool's typed model (tools/evidence/records.py); this module
+reads no tool's data keys.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ def _protocol_sections(state: SessionState) -> list[str]:
 
 
 def render_report(state: SessionState) -> str:
+    # Lazy: the evidence models import the gate, which imports the sessions package.
+    from tools.evidence.records import render_evidence
+
     lines = [
         f"# rootcause session {state.session_id}",
         "",
@@ -36,7 +43,6 @@ def render_report(state: SessionState) -> str:
         lines.append("_No evidence recorded yet._")
     for ev in state.evidence:
         where = f" (Phase {ev.phase})" if ev.phase else ""
-        lines += [f"### {ev.seq}. {ev.tool}{where} — {ev.at}", "", ev.summary.strip(), ""]
-        lines += [f"![{ev.tool} plot]({ev.data['plot_path']})", ""] if ev.data.get("plot_path") else []
+        lines += [f"### {ev.seq}. {ev.tool}{where} — {ev.at}", "", render_evidence(ev.tool, ev.data, ev.summary), ""]
     return "\n".join(lines).rstrip() + "\n"
 

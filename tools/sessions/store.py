@@ -52,14 +52,11 @@ class Evidence(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class SessionState(BaseModel):
+class SessionState(Triage):
+    """The replayed session: its triage (path, reasons, category, keywords, checklists) plus what followed."""
+
     session_id: str
     symptom: str
-    path: Literal["quick", "full"]
-    reasons: list[str]
-    category: str
-    keywords: list[str]
-    checklists: list[str]
     phases: list[Phase]
     created_at: str
     created_ts: float

@@ -11,7 +11,7 @@ from tools.errors import UsageError
 from tools.results import ToolResult, bounded
 from tools.sessions.report import render_report
 from tools.sessions.store import Phase, SessionStore
-from tools.sessions.triage import triage
+from tools.sessions.triage import Triage, triage
 
 
 class StartSessionInput(BaseModel):
@@ -23,13 +23,10 @@ class StartSessionInput(BaseModel):
     )
 
 
-class StartSessionResult(ToolResult):
+class StartSessionResult(ToolResult, Triage):
+    """The new session's id and phases plus its triage (the same fields the session state keeps)."""
+
     session_id: str
-    path: Literal["quick", "full"]
-    reasons: list[str]
-    category: str
-    keywords: list[str]
-    checklists: list[str]
     phases: list[Phase]
     head: str | None = None
     next: str
