@@ -41,7 +41,7 @@ async def call_engine(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContex
     except UsageError as exc:
         if surface == "mcp":
             raise
-        raise UsageError(render(str(exc), surface, input_model.model_fields)) from None
+        raise UsageError(render(str(exc), surface)) from None
     finally:
         AMBIENT_PROGRESS.reset(token)
 

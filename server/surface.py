@@ -1,9 +1,9 @@
 """One place that speaks the caller's language: MCP argument names or CLI options.
 
 Engines write their messages and hints the MCP way (`pass python=...`, `rootcause serve --root DIR`);
-on the command line the same text names `--python ...` and `--root DIR`. That applies to errors and
-to the guidance a result carries (its `next`, notes and interpreter remarks): verbatim material in a
-result (commands, log lines, error messages of a run) is never rewritten.
+on the command line the same text names `--python ...`, `--root DIR` and the subcommand `check-constraints`.
+That applies to errors and to the guidance a result carries (its `next`, notes and interpreter remarks):
+verbatim material in a result (commands, log lines, error messages of a run) is never rewritten.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def render(message: str, surface: Surface, arguments: Iterable[str] | None = Non
     if names:
         pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names)) + r")=(\S*)")
         message = pattern.sub(_cli_option, message)
+    message = _tool_names().sub(lambda match: match.group(0).replace("_", "-"), message)
     for mcp_words, cli_words in _cli_phrases():
         message = message.replace(mcp_words, cli_words)
     return message
@@ -57,7 +58,7 @@ def _render_model(model, surface: Surface):
 
     changes = {}
     for name in type(model).model_fields:
-        value = getattr(model, name)
+        value = getattr(model, name, None)  # a model built without validation may lack a field
         if GUIDANCE_FIELD.match(name) and isinstance(value, str):
             changes[name] = render(value, surface)
         elif GUIDANCE_FIELD.match(name) and isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -76,6 +77,15 @@ def all_arguments() -> frozenset[str]:
 
     return frozenset(name for schema in tool_schemas()["tools"].values()
                      for name in schema["input"].get("properties", {}))
+
+
+@functools.cache
+def _tool_names() -> re.Pattern[str]:
+    """Tool names as the CLI spells its subcommands: `check_constraints` -> `check-constraints`."""
+    from server.catalog import TOOLS
+
+    names = sorted((spec.name for spec in TOOLS if "_" in spec.name), key=len, reverse=True)
+    return re.compile(r"(?<![\w/.-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")
 
 
 @functools.cache

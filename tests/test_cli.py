@@ -152,6 +152,9 @@ def test_result_text_speaks_cli_on_the_cli(repo: Path) -> None:
     assert "python=" not in done.stdout and "session_id=" not in done.stdout
     raw = rootcause(repo, "reproduce", "--runs", "1", "--json", "python -c 'raise SystemExit(3)'")
     assert "pass python=... for the project's" in raw.stdout  # --json is the exact structured result
+    started = rootcause(repo, "session", "start", "loss is NaN after step 40")
+    next_line = started.stdout.splitlines()[-1]
+    assert next_line.startswith("Next:") and "check-constraints" in next_line and "check_constraints" not in next_line
 
 
 @pytest.mark.anyio
