@@ -279,3 +279,51 @@ async def test_check_with_session_uses_its_symptom_and_records_phase1(repo: Path
     assert state.evidence[-1].data["matches"][0]["line"] == 142
     with pytest.raises(UsageError, match="unknown session"):
         await check_constraints(CheckConstraintsInput(session_id="20200101-000000-abcdef"), ctx)
+
+
+WARMUP = "learning rate keeps rising after warmup, loss NaN at the end of warmup"
+
+
+async def test_capture_links_the_sessions_top_pitfall_and_check_stops_listing_it(repo: Path) -> None:
+    ctx = ToolContext.for_root(repo)
+    sid = start_session(StartSessionInput(symptom=WARMUP), ctx).session_id
+    first = await check_constraints(CheckConstraintsInput(session_id=sid, paths=[]), ctx)
+    assert first.pitfalls[0].name == "lr_warmup_uncapped"
+    res = capture(repo, kind="constraint", session_id=sid, title="Warm-up factor must be capped",
+                  body="The LambdaLR ramp in train/sched.py must stop at 1.0, or the learning rate overshoots.")
+    assert res.written is not None and res.pitfall_link is not None and res.pitfall_link.id == "lr_warmup_uncapped"
+    assert "same concept: learningrate" in res.pitfall_link.why
+    text = (repo / res.written.file).read_text(encoding="utf-8")
+    assert "   - Pitfall: `lr_warmup_uncapped`\n" in text
+    state = SessionStore(ctx.workspace).load(sid)
+    assert state.evidence[-1].data["pitfall"] == "lr_warmup_uncapped"
+    again = await check_constraints(CheckConstraintsInput(session_id=sid, paths=[]), ctx)
+    assert "lr_warmup_uncapped" not in [p.name for p in again.pitfalls]
+    assert any(n.startswith("built-in pitfall lr_warmup_uncapped is not listed: the project documents it")
+               for n in again.notes), again.notes
+    recorded = SessionStore(ctx.workspace).load(sid).evidence[-1].data
+    assert recorded["documented_pitfalls"] == ["lr_warmup_uncapped"]
+
+
+async def test_capture_link_is_not_guessed_across_concepts(repo: Path) -> None:
+    ctx = ToolContext.for_root(repo)
+    sid = start_session(StartSessionInput(symptom=WARMUP), ctx).session_id
+    await check_constraints(CheckConstraintsInput(session_id=sid, paths=[]), ctx)
+    res = capture(repo, kind="constraint", session_id=sid, title="Dataloader workers need a seed each",
+                  body="Seed every worker in worker_init_fn or the shards repeat across workers.")
+    assert res.written is not None and res.pitfall_link is None
+    assert "Pitfall:" not in (repo / res.written.file).read_text(encoding="utf-8")
+
+
+def test_capture_pitfall_given_by_the_caller_none_and_unknown(tmp_path: Path) -> None:
+    res = capture(tmp_path, kind="constraint", title="Cap the warm-up ramp", pitfall="lr_warmup_uncapped",
+                  body="The ramp must stop at 1.0.")
+    assert res.pitfall_link.why == "named by the caller"
+    assert "Linked to built-in pitfall lr_warmup_uncapped (named by the caller)" in res.summary()
+    assert "   - Pitfall: `lr_warmup_uncapped`" in (tmp_path / res.written.file).read_text(encoding="utf-8")
+    res = capture(tmp_path, kind="architecture", title="Schedules live in train/sched.py", pitfall="none",
+                  body="Every scheduler is built there.")
+    assert res.pitfall_link is None
+    with pytest.raises(UsageError, match="not a built-in pitfall id") as err:
+        capture(tmp_path, kind="constraint", title="Another rule", pitfall="lr_warmup", body="text here")
+    assert "lr_warmup_uncapped" in err.value.hint

@@ -13,7 +13,7 @@ from tools.context import ToolContext
 from tools.knowledge.capture import CaptureKnowledgeInput, capture_knowledge
 from tools.knowledge.check import CheckConstraintsInput, check_constraints
 from tools.knowledge.checklists import checklist_names, render_markdown
-from tools.knowledge.pitfalls import SOURCE, load_pitfalls
+from tools.knowledge.pitfalls import SOURCE, link_line, linked_pitfalls, load_pitfalls
 from tools.scaffold import init_knowledge
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +154,45 @@ def test_regression_guard_reads_tables_without_backticks_and_other_headers(tmp_p
                                ToolContext.for_root(tmp_path))
     s = result.suggested_test
     assert s.test == "tests/data/test_collate.py" and s.wired and s.workflows == ["cpu_tests.yml"], s
+
+
+WARMUP_SYMPTOM = "learning rate keeps rising after warmup, loss NaN at the end of warmup"
+REWORDED_WARMUP = ("# Constraints\n\n## Optimizer\n\n1. **Warm-up factor must be capped**\n"
+                   "   - The ramp in train/sched.py must stop at 1.0; past the ramp the optimizer step size overshoots "
+                   "and training blows up.\n")
+
+
+def test_pitfall_links_name_only_known_ids() -> None:
+    assert linked_pitfalls("- Pitfall: `lr_warmup_uncapped`") == ["lr_warmup_uncapped"]
+    assert linked_pitfalls("see [pitfall:lr_too_high] and PITFALL: fp16_overflow_gradscaler") == [
+        "lr_too_high", "fp16_overflow_gradscaler"]
+    assert linked_pitfalls("A common pitfall: the scheduler steps per epoch") == []
+    assert linked_pitfalls("pitfall: no_such_pitfall_id") == []
+    assert link_line("lr_warmup_uncapped") == "Pitfall: `lr_warmup_uncapped`"
+
+
+async def test_an_entry_that_links_a_pitfall_hides_it_when_the_wording_differs(repo: Path) -> None:
+    folder = repo / ".agents" / "knowledge"
+    folder.mkdir(parents=True)
+    (folder / "constraints.md").write_text(REWORDED_WARMUP, encoding="utf-8")
+    unlinked = await check(repo, symptom=WARMUP_SYMPTOM)
+    # The near-duplicate rule misses this rewording: without the link the built-in shows under the entry.
+    assert unlinked.matches[0].title == "Warm-up factor must be capped"
+    assert "lr_warmup_uncapped" in [p.name for p in unlinked.pitfalls]
+    (folder / "constraints.md").write_text(REWORDED_WARMUP + "   - Pitfall: `lr_warmup_uncapped`\n", encoding="utf-8")
+    linked = await check(repo, symptom=WARMUP_SYMPTOM)
+    assert "lr_warmup_uncapped" not in [p.name for p in linked.pitfalls]
+    assert linked.pitfalls, "the other pitfalls are still listed"
+    assert ("built-in pitfall lr_warmup_uncapped is not listed: the project documents it "
+            "(.agents/knowledge/constraints.md:5)") in linked.notes
+
+
+async def test_a_link_hides_the_pitfall_even_when_its_entry_does_not_rank(repo: Path) -> None:
+    folder = repo / ".agents" / "knowledge"
+    folder.mkdir(parents=True)
+    (folder / "constraints.md").write_text(
+        "# Constraints\n\n1. **Schedules live in one module**\n   - Everything in train/sched.py.\n"
+        "   - Pitfall: `lr_warmup_uncapped`\n", encoding="utf-8")
+    result = await check(repo, symptom=WARMUP_SYMPTOM, top_k=1)
+    assert "lr_warmup_uncapped" not in [p.name for p in result.pitfalls]
+    assert any("lr_warmup_uncapped is not listed" in n for n in result.notes)

@@ -101,3 +101,19 @@ def test_close_refused_before_phase5(repo: Path) -> None:
     SessionStore(ctx.workspace).record(sid, "capture_knowledge", "no new knowledge", phase=5, phase_status="done")
     closed = close_session(SessionIdInput(session_id=sid), ctx)
     assert closed.status == "closed" and "[x] Phase 5" in closed.report
+
+
+def test_session_state_and_start_result_share_the_triage_fields(repo: Path) -> None:
+    from tools.sessions.store import SessionState
+    from tools.sessions.tools import StartSessionResult
+    from tools.sessions.triage import Triage
+
+    triage_fields = {"path", "reasons", "category", "keywords", "checklists"}
+    assert set(Triage.model_fields) == triage_fields
+    for model in (SessionState, StartSessionResult):
+        assert issubclass(model, Triage) and triage_fields <= set(model.model_fields)
+    ctx = ToolContext.for_root(repo)
+    started = start_session(StartSessionInput(symptom="NCCL timeout on rank 3 after 30 minutes"), ctx)
+    state = SessionStore(ctx.workspace).load(started.session_id)
+    assert {f: getattr(state, f) for f in triage_fields} == {f: getattr(started, f) for f in triage_fields}
+    assert started.path == "full" and started.category == state.category and started.next
