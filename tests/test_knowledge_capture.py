@@ -292,7 +292,7 @@ async def test_capture_links_the_sessions_top_pitfall_and_check_stops_listing_it
     res = capture(repo, kind="constraint", session_id=sid, title="Warm-up factor must be capped",
                   body="The LambdaLR ramp in train/sched.py must stop at 1.0, or the learning rate overshoots.")
     assert res.written is not None and res.pitfall_link is not None and res.pitfall_link.id == "lr_warmup_uncapped"
-    assert "same concept: learningrate" in res.pitfall_link.why
+    assert res.pitfall_link.why == "the session's top pitfall, which the entry's own text ranks first of the built-ins"
     text = (repo / res.written.file).read_text(encoding="utf-8")
     assert "   - Pitfall: `lr_warmup_uncapped`\n" in text
     state = SessionStore(ctx.workspace).load(sid)
@@ -327,3 +327,17 @@ def test_capture_pitfall_given_by_the_caller_none_and_unknown(tmp_path: Path) ->
     with pytest.raises(UsageError, match="not a built-in pitfall id") as err:
         capture(tmp_path, kind="constraint", title="Another rule", pitfall="lr_warmup", body="text here")
     assert "lr_warmup_uncapped" in err.value.hint
+
+
+@pytest.mark.parametrize(("name", "max_missed", "max_wrong"), [("pitfall_links_fresh.json", 0, 0),
+                                                               ("pitfall_links_heldout.json", 0, 1)])
+def test_automatic_link_on_labelled_entries(name: str, max_missed: int, max_wrong: int) -> None:
+    import json
+
+    from tools.knowledge.capture import session_link
+
+    cases = json.loads((OWN / name).read_text(encoding="utf-8"))["cases"]
+    linked = [(c, session_link(c["top"], c["title"], c["body"]) is not None) for c in cases]
+    missed = [c["title"] for c, got in linked if c["link"] and not got]
+    wrong = [c["title"] for c, got in linked if got and not c["link"]]
+    assert len(missed) <= max_missed and len(wrong) <= max_wrong, (missed, wrong)
