@@ -170,7 +170,7 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         _search, folder, ctx.root, symptom, inp.top_k, category, paths)
     query_hits = symptom_hits(symptom) if symptom else {}
     notes = list(index.notes)
-    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations), index.entries)
+    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations), _links(index))
     notes += [f"built-in pitfall {name} is not listed: the project documents it ({where})"
               for name, where in documented]
     if not index.files:
@@ -197,8 +197,18 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
     return result
 
 
+def _links(index: Index) -> dict[str, Entry]:
+    """The index's pitfall links, computed once per parsed index."""
+    from tools.knowledge.dedupe import pitfall_links
+
+    links = index.derived.get("pitfall_links")
+    if links is None:
+        links = index.derived["pitfall_links"] = pitfall_links([e for e in index.entries if not is_placeholder(e)])
+    return links
+
+
 def _pitfalls(symptom: str, category: str | None, hits: list[Hit], guard_hit: bool,
-              entries: list[Entry]) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
+              links: dict[str, Entry]) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
     """Ranked built-in pitfalls, minus those the project already documents (the project first): any entry
     that links the pitfall by id, or a matching entry that is a near-duplicate of it."""
     from tools.knowledge.dedupe import documenting_entry
@@ -211,9 +221,8 @@ def _pitfalls(symptom: str, category: str | None, hits: list[Hit], guard_hit: bo
                                    check=generated.check, fix=generated.fix, source=generated.source_url))
     project = [h.entry for h in hits]
     kept, documented = [], []
-    linking = [e for e in entries if not is_placeholder(e)]
     for match in ranked:
-        entry = documenting_entry(match.name, match.title, match.text + "\n" + match.fix, linking, project)
+        entry = documenting_entry(match.name, match.title, match.text + "\n" + match.fix, links, project)
         if entry is not None:
             documented.append((match.name, f"{entry.file}:{entry.line}"))
         else:

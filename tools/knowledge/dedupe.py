@@ -62,14 +62,23 @@ def find_duplicate(title: str, body: str, entries: list[Entry]) -> Duplicate | N
     return best
 
 
-def documenting_entry(pitfall_id: str, title: str, body: str, linking: list[Entry],
-                      ranked: list[Entry]) -> Entry | None:
-    """The project entry that documents a built-in pitfall: one of `linking` that names its id, else a
-    near-duplicate among the `ranked` entries."""
+def pitfall_links(entries: list[Entry]) -> dict[str, Entry]:
+    """Built-in pitfall id -> the first entry that links it (a `Pitfall: `id`` line)."""
     from tools.knowledge.pitfalls import linked_pitfalls
 
-    for entry in linking:
-        if entry.kind != "section" and pitfall_id in linked_pitfalls(entry.title + "\n" + entry.body):
-            return entry
+    links: dict[str, Entry] = {}
+    for entry in entries:
+        if entry.kind != "section" and "pitfall:" in (text := f"{entry.title}\n{entry.body}").lower():
+            for pitfall_id in linked_pitfalls(text):
+                links.setdefault(pitfall_id, entry)
+    return links
+
+
+def documenting_entry(pitfall_id: str, title: str, body: str, links: dict[str, Entry],
+                      ranked: list[Entry]) -> Entry | None:
+    """The project entry that documents a built-in pitfall: the one that links its id (see pitfall_links),
+    else a near-duplicate among the `ranked` entries."""
+    if pitfall_id in links:
+        return links[pitfall_id]
     duplicate = find_duplicate(title, body, ranked) if ranked else None
     return duplicate.entry if duplicate is not None else None
