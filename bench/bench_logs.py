@@ -4,7 +4,7 @@ Goal (issue 14.6): at least 200 MB/s, and peak RSS under 100 MB whatever the siz
 7.6 s, 27 MB/s, 58 MB). Writes the log deterministically into a temp dir (8 ranks of
 `[rankN]:[titan] <time> - root - INFO - step: ...  loss: ...` lines with ANSI colours, one
 CUDA OOM traceback on rank 3 at the end), then diagnoses it in a fresh child process that
-reports its own time and peak RSS (ru_maxrss). Baselines from the same run: `grep -c` for
+reports its own time and peak RSS (VmHWM; bench/titan_log.py). Baselines from the same run: `grep -c` for
 the OOM line over the same file, and the child's RSS when it only imports the engine. The CPU
 time of the call and the machine's load average are printed too: on a busy machine wall-clock
 MB/s drops with the share of a core the process gets.
@@ -17,20 +17,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-MB = 1 << 20
-RANKS = 8
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from titan_log import MB, RANKS, run_child, steps_for, write_log
+
 GOAL_MB_S = 200.0
 GOAL_RSS_MB = 100.0
 CHILD = """
-import json, resource, sys, time
+import sys, time
 from pathlib import Path
 from tools.diagnosis import diagnose_file
 out = {}
@@ -39,47 +38,17 @@ if sys.argv[2] == "run":
     d = diagnose_file(Path(sys.argv[1]), Path(sys.argv[3]))
     out = {"seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu,
            "category": d.category, "type": d.exception_type, "ranks": {k: v.outcome for k, v in d.ranks.items()}}
-out["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(out))
 """
 
 
-def write_log(path: Path, target_mb: int) -> int:
-    """The log; returns its number of lines."""
-    rng = random.Random(14)
-    colours = ("\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[35m", "\x1b[39m")
-    red, green, yellow, blue, magenta, reset = colours
-    lines = 0
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("[rank0]:[titan] 2026-11-29 10:00:00,000 - root - INFO - Starting job: llama3 8B training\n")
-        step = 0
-        while fh.tell() < target_mb * MB:
-            step += 1
-            loss = 2.0 + 8.0 / (1 + step / 500) + rng.uniform(-0.05, 0.05)
-            stamp = f"2026-11-29 {10 + step // 3600 % 10:02d}:{step // 60 % 60:02d}:{step % 60:02d}"
-            fh.write("".join(
-                f"[rank{rank}]:[titan] {stamp},{rank:03d} - root - INFO - {red}step: {step:6d}  {green}loss: "
-                f"{loss:7.4f}  {yellow}memory: 35.12GiB(36.97%)  {blue}tps: 7,234  {magenta}tflops: 123.45  "
-                f"mfu: 12.34%{reset}\n" for rank in range(RANKS)))
-            lines += RANKS
-        fh.write("[rank3]:Traceback (most recent call last):\n"
-                 '[rank3]:  File "/workspace/torchtitan/train.py", line 412, in train_step\n'
-                 "[rank3]:    loss.backward()\n"
-                 "[rank3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total "
-                 "capacity of 79.10 GiB of which 1.02 GiB is free.\n")
-    return lines + 4
-
-
 def child(path: Path, mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(path), mode, str(path.parent)], cwd=ROOT,
-                         capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)
+    return run_child(CHILD, str(path), mode, str(path.parent))
 
 
 def main(mb: int = 200) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "train.log"
-        lines = write_log(path, mb)
+        lines = write_log(path, steps_for(mb), 14, grad_norm=False) + 5
         size_mb = path.stat().st_size / MB
         child(path, "import")  # warm the page cache and the bytecode cache
         idle = child(path, "import")
