@@ -25,6 +25,9 @@ class Tested(_Loose):
     version: str = ""
     outcome: str = "?"
     outcome_reason: str | None = None
+    error: str | None = None
+    signature: str | None = None
+    log_path: str | None = None
 
     def label(self) -> str:
         return self.short or self.version or "?"
@@ -121,6 +124,8 @@ class EnvSideBrief(_Loose):
     error: str | None = None
     matches_expected: bool | None = None
     cached: bool = False
+    signature: str | None = None
+    log_path: str | None = None
 
     def line(self, name: str, package: str) -> str:
         if self.outcome in ("skip", "not_run"):
