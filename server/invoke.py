@@ -97,7 +97,7 @@ def _number_problems(value: Any, path: tuple[str, ...], surface: Surface):
         if isinstance(value, float) and not math.isfinite(value):
             yield f"{label} must be a finite number, not {value}" + (f": {SECONDS_BOUND}." if seconds else ".")
         elif seconds and not 0 < value <= MAX_SECONDS:
-            yield f"{label} is {value:g} seconds; {SECONDS_BOUND}."
+            yield f"{label} must be > 0 seconds and at most {MAX_SECONDS} (7 days), not {value:g}."
         elif abs(value) > MAX_NUMBER:
             yield f"{label} is {value:g}, out of range; give at most {MAX_NUMBER:g}."
 
