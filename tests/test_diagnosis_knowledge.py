@@ -371,3 +371,16 @@ def test_ranks_killed_from_outside_read_crash_or_hang(tmp_path: Path) -> None:
     assert {k: v.outcome for k, v in d.ranks.items()} == {"0": "crash", "1": "crash"}
     timed = diagnose_text(log.replace("07:20:03 ***", "07:20:03 DUE TO TIME LIMIT ***"), tmp_path)
     assert timed.ranks["0"].outcome == "hang" and timed.ranks["1"].outcome == "crash"
+
+
+def test_glibc_and_nccl_name_which_failure_it_was(tmp_path: Path) -> None:
+    double = diagnose_text("step 3\ndouble free or corruption (!prev)\nAborted (core dumped)\n", tmp_path)
+    invalid = diagnose_text("step 3\nfree(): invalid pointer\nAborted (core dumped)\n", tmp_path)
+    assert double.category == invalid.category == "crash" and double.signature != invalid.signature
+    nccl = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, "
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+            "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure {}\n")
+    oom = diagnose_text(nccl.format("'out of memory'"), tmp_path)
+    arg = diagnose_text(nccl.format("1 'invalid argument'"), tmp_path)
+    assert oom.category == "cuda_oom" and oom.signature == "v2|nccl-cuda-failure out-of-memory||"
+    assert arg.category == "cuda_error" and arg.signature == "v2|nccl-cuda-failure invalid-argument||"

@@ -346,7 +346,7 @@ def _in_root(root: Path, name: str) -> bool:
 def _error_signature(error: FoundError, root: Path) -> str:
     if error.template:
         return sig.build(error.template, "", frame_names.signature_frames(error.frames, root))
-    canonical = canonical_identity(sig.first_sentence(error.message))
+    canonical = canonical_identity(sig.first_sentence(error.message), error.message)
     if canonical:
         # The error names a C++ failure whose Python wrapper varies by version (RuntimeError, DistBackendError).
         return sig.build(canonical, "", frame_names.signature_frames(error.frames, root))

@@ -38,6 +38,9 @@ class Template:
     canonical: bool = False
     """Its identity is the signature of any exception whose message it matches: the Python type wrapping that
     C++ error changes between versions (RuntimeError, then DistBackendError) and a garbled paste loses it."""
+    canonical_whole: bool = False
+    """`canonical: whole`: searched in the whole message, not only its first sentence, and tried first (NCCL's
+    "Last error: Cuda failure 'out of memory'" lines name which CUDA failure an "unhandled cuda error" was)."""
 
 
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
@@ -75,7 +78,8 @@ def load_templates(path: Path = DATA) -> tuple[Template, ...]:
         templates.append(Template(
             entry["name"], re.compile("|".join(pattern) if isinstance(pattern, list) else pattern, flags),
             None if category in (None, "none") else category, _identity(entry["identity"], entry.get("drop")),
-            bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical"))))
+            bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical")),
+            entry.get("canonical") == "whole"))
     return tuple(templates)
 
 
@@ -83,14 +87,17 @@ TEMPLATES: tuple[Template, ...] = load_templates()
 
 
 PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
-_CANONICAL = tuple(t for t in TEMPLATES if t.canonical)
+_CANONICAL = tuple(t for t in TEMPLATES if t.canonical and not t.canonical_whole)
+_CANONICAL_WHOLE = tuple(t for t in TEMPLATES if t.canonical_whole)
 
 
-def canonical_identity(message: str) -> str | None:
-    for template in _CANONICAL:
-        m = template.pattern.search(message)
-        if m:
-            return template.identity(m)
+def canonical_identity(sentence: str, message: str = "") -> str | None:
+    """The identity of a C++ error named in an exception's first sentence (or anywhere in its message)."""
+    for templates, text in ((_CANONICAL_WHOLE, message[:4000]), (_CANONICAL, sentence)):
+        for template in templates:
+            m = template.pattern.search(text)
+            if m:
+                return template.identity(m)
     return None
 # One search per line tells whether any template can match it (most lines of a big log match none): an RE2
 # automaton (one pass per line) unless a template needs what RE2 lacks (lookaround).
