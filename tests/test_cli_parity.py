@@ -76,10 +76,12 @@ async def test_close_session_refusal_same_message_and_exit_2(repo: Path) -> None
     assert refused.returncode == 2 and refused.stdout == ""
     async with stdio_client(repo) as client:
         message = error_text(await client.call_tool("close_session", {"session_id": session_id}))
-    # The MCP library may prefix "Error executing tool <name>: "; the message itself must be the same.
+    # One message, worded for each surface: the CLI names subcommands and options where MCP names tools.
+    from server.surface import render
+
     cli_message = refused.stderr.strip().removeprefix("error: ")
-    assert message.endswith(cli_message), (message, cli_message)
-    assert "Phase 5" in cli_message and "capture_knowledge" in cli_message
+    assert render(message, "cli") == cli_message, (message, cli_message)
+    assert "Phase 5" in cli_message and "capture-knowledge" in cli_message and "capture_knowledge" in message
 
 
 @pytest.mark.anyio
