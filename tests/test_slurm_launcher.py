@@ -13,6 +13,7 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
+from tests.conftest import FIXTURES
 from tests.slurm.fixtures import jobs_of_repo, slurm_cluster, squeue_jobs, wait_nothing_left
 from tools.errors import UsageError
 from tools.runner import RunSpec
@@ -33,30 +34,7 @@ names = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "M
 print({name: os.environ.get(name) for name in names}, flush=True)
 """
 
-HANG_DIST = """\
-import time
-
-import torch
-import torch.distributed as dist
-
-
-def wait_forever():
-    while True:
-        time.sleep(0.2)
-
-
-def main():
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    print(f"rank {rank} ready", flush=True)
-    if rank == 1:
-        wait_forever()
-    dist.all_reduce(torch.ones(4))
-
-
-if __name__ == "__main__":
-    main()
-"""
+HANG_DIST = (FIXTURES / "scripts" / "hang_dist.py").read_text()  # rank 1 never joins the all_reduce
 
 RAISE_ON_RANK1 = """\
 import os

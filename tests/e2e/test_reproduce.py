@@ -19,30 +19,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not importable: .venv/bin/pip install torch==2.13.0")
 
-HANG_DIST = '''\
-import time
-
-import torch
-import torch.distributed as dist
-
-
-def wait_forever():
-    while True:
-        time.sleep(0.2)
-
-
-def main():
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    print(f"rank {rank} ready", flush=True)
-    if rank == 1:
-        wait_forever()
-    dist.all_reduce(torch.ones(4))
-
-
-if __name__ == "__main__":
-    main()
-'''
+HANG_DIST = (FIXTURES / "scripts" / "hang_dist.py").read_text()  # rank 1 never joins the all_reduce
 
 
 def _commit(repo: Path, files: dict[str, str], message: str) -> None:
