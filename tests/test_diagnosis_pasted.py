@@ -153,3 +153,56 @@ def test_pathological_lines_are_read_in_linear_time(tmp_path: Path) -> None:
     started = time.monotonic()
     diagnose_text(text, tmp_path)
     assert time.monotonic() - started < 5.0
+
+
+def test_an_error_reports_labelled_fields_are_the_exception(tmp_path: Path) -> None:
+    log = ("## Error Details\n- **Node Type:** TrainLoRA\n- **Exception Type:** RuntimeError\n"
+           "- **Exception Message:** Expected all tensors to be on the same device, but found at least two "
+           "devices, cpu and cuda:0!\n## Stack Trace\n```\n```\n")
+    d = diagnose_text(log, tmp_path)
+    assert (d.category, d.exception_type) == ("device_mismatch", "RuntimeError")
+    assert d.signature == diagnose_text("RuntimeError: Expected all tensors to be on the same device, but found at "
+                                        "least two devices, cpu and cuda:1!\n", tmp_path).signature
+
+
+def test_an_error_line_the_rules_know_names_the_category_without_an_exception(tmp_path: Path) -> None:
+    d = diagnose_text("step 3 ok\n!!! Exception during processing !!! Expected all tensors to be on the same "
+                      "device, but found at least two devices, cpu and cuda:0!\n", tmp_path)
+    assert d.category == "device_mismatch"
+    assert d.signature.split("|")[1] == "error-line"
+
+
+def test_a_command_line_in_a_message_is_not_part_of_the_signature(tmp_path: Path) -> None:
+    def launch(argv: str) -> str:
+        return diagnose_text(f"subprocess.CalledProcessError: Command '[{argv}]' died with <Signals.SIGSEGV: 11>.\n",
+                             tmp_path).signature
+    assert launch("'/opt/py/bin/python', '-u', 'train.py', '--local_rank=1'") == \
+        launch("'/home/u/bin/python3', '-u', 'tools/train.py', '--local_rank=3', '--cfg', 'a.yaml'")
+
+
+def test_old_and_new_wordings_of_a_store_connect_timeout_are_one_failure(tmp_path: Path) -> None:
+    old = diagnose_text("RuntimeError: connect() timed out. Original timeout was 60000 ms.\n", tmp_path)
+    new = diagnose_text("torch.distributed.DistNetworkError: The client socket has timed out after 300000ms while "
+                        "trying to connect to (node7, 29500).\n", tmp_path)
+    bind = diagnose_text("torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+                         "network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE\n", tmp_path)
+    assert old.signature == new.signature != bind.signature
+    assert {old.category, new.category, bind.category} == {"distributed_error"}
+
+
+def test_an_async_nccl_error_in_the_watchdog_is_not_a_timeout(tmp_path: Path) -> None:
+    d = diagnose_text("[rank1]:[E325 17:42:08.2 ProcessGroupNCCL.cpp:1911] [PG ID 0 PG GUID 0(default_pg) Rank 1] "
+                      "Process group watchdog thread terminated with exception: Collective WorkNCCL(SeqNum=2, "
+                      "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) raised the following async "
+                      "exception: NCCL error: unhandled system error\n", tmp_path)
+    assert d.category == "distributed_error"
+
+
+def test_an_infinite_relative_difference_in_a_closeness_report_is_not_a_nonfinite_value(tmp_path: Path) -> None:
+    log = ("____ TestOps.test_dropout ____\ntest/test_ops.py:24: in test_dropout\n    self.assertEqual(y, x)\n"
+           "E       AssertionError: Tensor-likes are not close!\nE       Mismatched elements: 2 / 6 (33.3%)\n"
+           "E       Greatest absolute difference: 1.77 at index (0, 0) (up to 1e-05 allowed)\n"
+           "E       Greatest relative difference: inf at index (0, 0) (up to 1.3e-06 allowed)\n"
+           "FAILED test_ops.py::TestOps::test_dropout - AssertionError: Tensor-likes are not close!\n"
+           "==== 1 failed, 4 passed in 1.10s ====\n")
+    assert diagnose_text(log, tmp_path).category == "test_failure"

@@ -121,3 +121,18 @@ def test_a_log_pasted_as_an_indented_block_is_dedented() -> None:
     lines = split_lines("  FAILED tests/t.py::test_a - AssertionError\n    detail\n\n  ==== 1 failed ====\n")
     assert [ln.text for ln in lines] == ["FAILED tests/t.py::test_a - AssertionError", "  detail", "",
                                          "==== 1 failed ====", ""]
+
+
+def test_stamps_of_a_logger_that_stamps_every_write_are_removed_inside_lines() -> None:
+    t = "2025-02-03T19:41:07.551255 - "
+    log = (f"{t}Traceback (most recent call last):\n"
+           f'{t}  File {t}"D:\\app\\run.py"{t}, line {t}327{t}, in {t}execute{t}\n'
+           f"{t}    main(){t}\n"
+           f"{t}RuntimeError{t}: {t}boom{t}\n")
+    assert _texts(log)[:4] == ["Traceback (most recent call last):", '  File "D:\\app\\run.py", line 327, in execute',
+                               "    main()", "RuntimeError: boom"]
+
+
+def test_records_of_one_fixed_width_format_are_not_taken_for_a_wrapped_line() -> None:
+    log = "".join(f"Epoch: 6: Step: {555 + 4 * i}/1511, loss={0.5 + i:.6f}, lr=0.000013\n" for i in range(8))
+    assert len([t for t in _texts(log) if t]) == 8

@@ -34,7 +34,8 @@ _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedE
                        r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback|"
                        r"RayActorError|RayTaskError|ActorDiedError|SrunTaskExit)$")
 # A wrapper that says the cause was logged before it (vLLM's engine core, launchers).
-_WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\babove\b|look up to see its traceback\)?:?\s*$",
+_WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\babove\b|look up to see its traceback\)?:?\s*$|"
+                               r"\bsee (?:the )?inner exception\b",
                                re.IGNORECASE)
 _CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Aborted"})
 # A cause written into a wrapper's message: "... because of the following error (look up to see its
@@ -73,6 +74,26 @@ def _bare_line(text: str) -> re.Match[str] | None:
     if not m or short.endswith("Warning") or not (short.endswith(_BARE_SUFFIXES) or short == "Exception"):
         return None
     return m
+# An error report's labelled fields (a UI's error dialog, a bug-report template): `**Exception Type:** RuntimeError`
+# with `**Exception Message:** ...` on one of the next lines.
+_FORM_TYPE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?Type[*_`]*\s*:[*_`\s]*"
+                        r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)[*_`]*\s*$", re.IGNORECASE)
+_FORM_MESSAGE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?(?:Message|Value)[*_`]*\s*:[*_`\s]*(?P<msg>\S.*)$",
+                           re.IGNORECASE)
+
+
+def _report_form(lines: list[Line], index: int) -> tuple[str, str, int] | None:
+    """(type, message, last line) of a labelled error report starting at that line."""
+    m = _FORM_TYPE.match(lines[index].text)
+    if not m:
+        return None
+    for ln in lines[index + 1:index + 4]:
+        found = _FORM_MESSAGE.match(ln.text)
+        if found:
+            return m.group("type"), found.group("msg").strip(), ln.index
+    return None
+
+
 _ENTRY_SCRIPT = re.compile(r"([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
                            r"of binary: .*?([\w.\-]+)\.py", re.MULTILINE)
 _NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|^[\d.e+-]+$|^\w?-\d+$|"
@@ -119,6 +140,14 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
         # `RuntimeError: DataLoader worker ... killed by signal` keeps its type.
         by_stream = streams(lines)
         for ln in lines:
+            form = _report_form(lines, ln.index) if ln.index not in consumed else None
+            if form:
+                kind, message, last = form
+                errors.append(FoundError(type=kind, message=message, line=ln.index, rank=ln.rank, chain=chain,
+                                         source="bare", start=ln.index, end=last))
+                consumed.update(range(ln.index, last + 1))
+                chain += 1
+                continue
             m = _bare_line(ln.text)
             if m and ln.index not in consumed:
                 first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
@@ -399,6 +428,15 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         errors = [e for e in errors if not (e.source == "template" and e.type == "FatalPythonError")]
     chosen = _choose(errors, in_test, report)
     error, category = chosen if chosen else (None, "python_exception")
+    said_line = _last_error_line(lines) if error is None and not timed_out and not signal else ""
+    if said_line:
+        # No exception parsed (a report form, a paste without the traceback): the last error line's words still
+        # name a specific failure ("Expected all tensors to be on the same device") when the rules know them.
+        line_category = categorise(FoundError(type="", message=said_line, line=-1), in_test)
+        if line_category not in GENERIC:
+            category = line_category
+        else:
+            said_line = ""
     if error is None and signal:
         category = "host_oom" if signal == 9 else "crash"
     elif error is None and exit_code in (137, 139, 134):
@@ -426,8 +464,9 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     else:
         # Nothing raised: a failed exit is told by the last line that reads as an error, if any; a passing or
         # error-free log has one stable signature (its last line is whatever the program printed last).
-        said = _last_error_line(lines) if exit_code else ""
-        signature = sig.build(f"exit {exit_code}" if exit_code is not None else "no-error", said, [])
+        said = said_line or (_last_error_line(lines) if exit_code else "")
+        signature = sig.build(f"exit {exit_code}" if exit_code is not None else
+                              ("error-line" if said_line else "no-error"), said, [])
     location = None
     for frame in reversed(frames):
         if frame.in_project:

@@ -15,6 +15,8 @@ from pathlib import Path
 import yaml
 
 from tools.diagnosis.errors import FoundError
+from tools.diagnosis.signature import first_sentence
+from tools.diagnosis.templates import canonical_match
 
 _I = re.IGNORECASE
 
@@ -73,5 +75,13 @@ def categorise(error: FoundError, in_test: bool) -> str:
         if _matches(rule, error):
             if rule.category == "test_failure" and not in_test:
                 return "python_exception"
+            if rule.category in GENERIC:
+                return _canonical_category(error) or rule.category
             return rule.category
-    return "python_exception"
+    return _canonical_category(error) or "python_exception"
+
+
+def _canonical_category(error: FoundError) -> str | None:
+    """The category of a C++ error the message names (its template knows it, whatever Python type wraps it)."""
+    found = canonical_match(first_sentence(error.message), error.message) if error.message else None
+    return found[0].category if found else None

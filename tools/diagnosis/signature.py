@@ -18,6 +18,10 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # A process group / rank tag names where, not what: `[PG 0 Rank 3]`, `[PG ID 1 PG GUID 1 Rank 5]`.
         (r"\[(?:PG [^\]]*?)?Rank \d+\]:?\s*", ""),
         (r"https?://\S+", "<url>"),
+        # A command line as a list (`Command '['python', '-u', 'train.py', '--lr', '3e-4']' died`) is the
+        # reporter's invocation, not the failure.
+        (r"\[\s*(['\"])[^'\"\]]*\1(?=(?:\s*,\s*['\"][^'\"\]]*['\"])*\s*\])(?=[^\]]*['\"]--?\w)"
+         r"(?:\s*,\s*(['\"])[^'\"\]]*\2)*\s*\]", "<argv>"),
         (r"torch\.Size\(\[[^\]]*\]\)", "<shape>"),
         (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]", "<shape>"),
         (r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)", "<shape>"),
@@ -63,7 +67,7 @@ def first_sentence(message: str) -> str:
     if head.endswith(":") and len(lines) > more:
         head = f"{head} {lines[more].split(':', 1)[0]}"
     head = _SENTENCE_END.split(head, 1)[0]
-    return _CALLEE_CLASS.sub(r"<cls>.\1(", _balanced(head))[:240]
+    return _CALLEE_CLASS.sub(r"<cls>.\1(", _balanced(head))[:1000]
 
 
 # Python names the callee first ("GemmaModel.forward() got an unexpected keyword argument"): its class is
@@ -84,5 +88,5 @@ def _balanced(head: str) -> str:
 
 
 def build(kind: str, message: str, frames: list[str]) -> str:
-    template = parameterise(first_sentence(message))
+    template = parameterise(first_sentence(message))[:240]
     return "|".join([SIGNATURE_VERSION, kind or "unknown", template, ">".join(frames)])

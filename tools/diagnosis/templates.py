@@ -93,11 +93,17 @@ _CANONICAL_WHOLE = tuple(t for t in TEMPLATES if t.canonical_whole)
 
 def canonical_identity(sentence: str, message: str = "") -> str | None:
     """The identity of a C++ error named in an exception's first sentence (or anywhere in its message)."""
+    found = canonical_match(sentence, message)
+    return found[0].identity(found[1]) if found else None
+
+
+def canonical_match(sentence: str, message: str = "") -> tuple[Template, re.Match[str]] | None:
+    """The template of a C++ error named in an exception's first sentence (or anywhere in its message)."""
     for templates, text in ((_CANONICAL_WHOLE, message[:4000]), (_CANONICAL, sentence)):
         for template in templates:
             m = template.pattern.search(text)
             if m:
-                return template.identity(m)
+                return template, m
     return None
 # One search per line tells whether any template can match it (most lines of a big log match none): an RE2
 # automaton (one pass per line) unless a template needs what RE2 lacks (lookaround).

@@ -243,6 +243,11 @@ def unflatten(raw: str) -> list[str]:
 _RULE_END = re.compile(r"([^\w\s])\1\1$")  # a line ending in a rule (====, ____) is filled to the width on purpose
 
 
+def _head(line: str) -> str:
+    """A line's first word with its punctuation (`Epoch:`), how a record format starts each line."""
+    return line.split(None, 1)[0] if line.strip() else ""
+
+
 def _unwrap_width(raw: list[str]) -> list[str]:
     """Lines hard-wrapped mid-word at a fixed width (by a terminal or a mail client) joined again.
 
@@ -255,9 +260,19 @@ def _unwrap_width(raw: list[str]) -> list[str]:
     if width < 60:
         return raw
 
+    # Lines of one fixed-width record format (`Epoch: 6: Step: 555/1511, loss=0.531204, ...`) are as long as
+    # each other without being wrapped: a line that starts as most lines start begins a record.
+    heads: dict[str, int] = {}
+    for r in raw:
+        if r.strip():
+            heads[_head(r)] = heads.get(_head(r), 0) + 1
+    record_head = max(heads, key=heads.__getitem__)
+    if heads[record_head] < 0.5 * len(lengths):
+        record_head = None
+
     def breaks(i: int) -> bool:
         return len(raw[i]) == width and i + 1 < len(raw) and bool(raw[i + 1]) and not raw[i][-1].isspace() \
-            and not raw[i + 1][0].isspace() and not _RULE_END.search(raw[i])
+            and not raw[i + 1][0].isspace() and not _RULE_END.search(raw[i]) and _head(raw[i + 1]) != record_head
 
     at_width = [i for i, r in enumerate(raw) if len(r) == width]
     broken = [i for i in at_width if breaks(i)]
@@ -316,9 +331,27 @@ def _dedent(raw: list[str]) -> list[str]:
     return [r[indent:] if r.strip() else "" for r in raw]
 
 
+# A logger that stamps every write() rather than every line (ComfyUI's stdout hook, some notebook relays)
+# leaves its stamp inside lines where a print() was cut into several writes: `File <stamp>"x.py"<stamp>, line`.
+_CHUNK_STAMP = re.compile(rf"\[{_ISO}\]\s?|{_ISO}\s+-\s")
+
+
+def _unchunk(raw: list[str]) -> list[str]:
+    """Per-write stamps removed from inside lines when most lines start with one (the writes joined again)."""
+    stamped = [r for r in raw if r.strip()]
+    if len(stamped) < 3 or sum(bool(_CHUNK_STAMP.match(r)) for r in stamped) < 0.5 * len(stamped):
+        return raw
+    out: list[str] = []
+    for r in raw:
+        head = _CHUNK_STAMP.match(r)
+        start = head.end() if head else 0
+        out.append(r[:start] + _CHUNK_STAMP.sub("", r[start:]) if _CHUNK_STAMP.search(r, start) else r)
+    return out
+
+
 def raw_lines(text: str) -> list[str]:
     """The text's lines, cleaned and dedented, with flattened tracebacks unfolded and hard-wrapped lines joined."""
-    raw = _dedent(clean(text).split("\n"))
+    raw = _unchunk(_dedent(clean(text).split("\n")))
     if "Traceback (most recent call last)" in text:
         unfolded: list[str] = []
         i = 0
