@@ -206,3 +206,74 @@ def test_an_infinite_relative_difference_in_a_closeness_report_is_not_a_nonfinit
            "FAILED test_ops.py::TestOps::test_dropout - AssertionError: Tensor-likes are not close!\n"
            "==== 1 failed, 4 passed in 1.10s ====\n")
     assert diagnose_text(log, tmp_path).category == "test_failure"
+
+
+def test_a_list_of_potential_causes_is_not_evidence_of_any(tmp_path: Path) -> None:
+    log = ("[rank0]:[E1225 12:58:31.9 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+           "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 "
+           "milliseconds before timing out.\n(raylet) A worker died or was killed while executing a task by an "
+           "unexpected system error. There are some potential root causes. (1) The process is killed by SIGKILL by "
+           "OOM killer due to high memory usage. (2) The worker is crashed unexpectedly due to SIGSEGV or other "
+           "unexpected errors.\n")
+    assert diagnose_text(log, tmp_path).category == "hang"
+
+
+def test_rays_out_of_memory_error_is_the_hosts_memory(tmp_path: Path) -> None:
+    d = diagnose_text("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+                      "Memory on the node (IP: 10.0.0.5) where the task was running was 250.04GB / 251.54GB\n",
+                      tmp_path)
+    assert d.category == "host_oom"
+
+
+def test_a_wrapper_pointing_at_the_root_cause_elsewhere_defers_to_it(tmp_path: Path) -> None:
+    log = ("Traceback (most recent call last):\n  File \"/v/pynccl_wrapper.py\", line 256, in NCCL_CHECK\n"
+           "    raise RuntimeError(f\"NCCL error: {error_str}\")\nRuntimeError: NCCL error: unhandled system error\n"
+           "Traceback (most recent call last):\n  File \"/v/api_server.py\", line 166, in build_client\n"
+           "    raise RuntimeError(\n"
+           "RuntimeError: Engine process failed to start. See stack trace for the root cause.\n")
+    assert diagnose_text(log, tmp_path).category == "distributed_error"
+
+
+def test_a_weight_loader_refusing_a_checkpoint_is_a_checkpoint_mismatch_whatever_the_model(tmp_path: Path) -> None:
+    def load(model: str) -> object:
+        return diagnose_text(
+            "Traceback (most recent call last):\n"
+            '  File "/venv/vllm/model_executor/models/x.py", line 648, in load_weights\n'
+            "    return loader.load_weights(\n"
+            f"ValueError: There is no module or parameter named 'language_model' in {model}\n", tmp_path)
+    llama, gemma = load("LlamaForCausalLM"), load("Gemma3ForCausalLM")
+    assert llama.category == gemma.category == "checkpoint_mismatch"
+    assert llama.signature == gemma.signature
+
+
+def test_how_a_model_was_wrapped_is_not_part_of_a_parameters_name(tmp_path: Path) -> None:
+    def mismatch(name: str) -> str:
+        return diagnose_text("RuntimeError: Error(s) in loading state_dict for PeftModelForCausalLM:\n"
+                             f"\tsize mismatch for {name}: copying a param with shape torch.Size([32005, 4096]) from "
+                             "checkpoint, the shape in current model is torch.Size([32000, 4096]).\n",
+                             tmp_path).signature
+    assert mismatch("base_model.model.model.embed_tokens.base_layer.weight") == mismatch("model.embed_tokens.weight")
+    assert mismatch("model.embed_tokens.weight") != mismatch("model.layers.0.self_attn.q_proj.lora_A.weight")
+
+
+def test_two_segfaults_in_two_functions_are_two_failures(tmp_path: Path) -> None:
+    def crash(function: str) -> str:
+        return diagnose_text("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f2f (most recent call "
+                             f'first):\n  File "/venv/torch/distributed/x.py", line 12 in {function}\n'
+                             '  File "/w/train.py", line 3 in main\n', tmp_path).signature
+    assert crash("all_reduce") != crash("ncclCommInitRank")
+    assert crash("all_reduce") == crash("all_reduce")
+
+
+def test_a_logger_line_finding_nan_in_the_grad_norm_beats_the_launchers_report(tmp_path: Path) -> None:
+    log = ("ERROR:megatron.core.rerun_state_machine:Unexpected result nan on rank 3 at iteration #3 (message='found "
+           "NaN in local grad norm for bucket #0 in backward pass')\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+           "pretrain_gpt.py FAILED\n  exitcode  : 16 (pid: 880)\n")
+    assert diagnose_text(log, tmp_path).category == "nonfinite"
+
+
+def test_a_vllm_broadcast_stall_is_a_hang(tmp_path: Path) -> None:
+    line = ("(EngineCore pid=2025) INFO 08-13 11:27:02 [shm_broadcast.py:802] No available shared memory broadcast "
+            "block found in 60 seconds. This typically happens when some processes are hanging.\n")
+    assert diagnose_text(line * 3, tmp_path).category == "hang"

@@ -34,8 +34,8 @@ _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedE
                        r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback|"
                        r"RayActorError|RayTaskError|ActorDiedError|SrunTaskExit)$")
 # A wrapper that says the cause was logged before it (vLLM's engine core, launchers).
-_WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\babove\b|look up to see its traceback\)?:?\s*$|"
-                               r"\bsee (?:the )?inner exception\b",
+_WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\b(?:above|root cause)\b|"
+                               r"look up to see its traceback\)?:?\s*$|\bsee (?:the )?inner exception\b",
                                re.IGNORECASE)
 _CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Aborted"})
 # A cause written into a wrapper's message: "... because of the following error (look up to see its
@@ -374,7 +374,12 @@ def _in_root(root: Path, name: str) -> bool:
 
 def _error_signature(error: FoundError, root: Path) -> str:
     if error.template:
-        return sig.build(error.template, "", frame_names.signature_frames(error.frames, root))
+        template = error.template
+        if template.startswith("fatal-python-error") and error.frames and error.frames[-1].function:
+            # A crash says nothing but its signal: the function it died in (a library's, the same on every
+            # machine) is what tells two crashes apart.
+            template += f" in {error.frames[-1].function}"
+        return sig.build(template, "", frame_names.signature_frames(error.frames, root))
     canonical = canonical_identity(sig.first_sentence(error.message), error.message)
     if canonical:
         # The error names a C++ failure whose Python wrapper varies by version (RuntimeError, DistBackendError).

@@ -22,6 +22,13 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # reporter's invocation, not the failure.
         (r"\[\s*(['\"])[^'\"\]]*\1(?=(?:\s*,\s*['\"][^'\"\]]*['\"])*\s*\])(?=[^\]]*['\"]--?\w)"
          r"(?:\s*,\s*(['\"])[^'\"\]]*\2)*\s*\]", "<argv>"),
+        # Wrappers' components of a parameter's name (DDP's `module.`, torch.compile's `_orig_mod.`, FSDP's, PEFT's
+        # `base_model.model.` and `base_layer.`) say how the model was wrapped, not which parameter it is.
+        (r"(?<![\w])(?:module|_orig_mod|_fsdp_wrapped_module|_checkpoint_wrapped_module|base_model\.model|base_layer|"
+         r"modules_to_save\.default|original_module)\.(?=\w)", ""),
+        # A model class (`LlamaForCausalLM`, `Gemma3ForConditionalGeneration`) is which model the reporter ran.
+        (r"\b[A-Z]\w*For(?:CausalLM|ConditionalGeneration|SequenceClassification|TokenClassification|QuestionAnswering"
+         r"|MaskedLM|Seq2SeqLM|ImageClassification|PreTraining|MultipleChoice)\b", "<model>"),
         (r"torch\.Size\(\[[^\]]*\]\)", "<shape>"),
         (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]", "<shape>"),
         (r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)", "<shape>"),

@@ -114,6 +114,10 @@ except re2.error:
     _ANY = re.compile(_ANY_PATTERN)
 
 
+# Words that turn what follows into a guess: Ray's "There are some potential root causes. (1) ... OOM killer
+# ... (3) ... SIGSEGV", a hint's "this may be caused by".
+_HEDGE = re.compile(r"\b(?:potential|possible|probable) (?:root )?causes?\b|"
+                    r"\b(?:may|might|could|can) be (?:caused by|due to)\b", re.IGNORECASE)
 _SOURCE_LINE = re.compile(r"\braise\s+[\w.]+\(")
 
 
@@ -143,6 +147,8 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
             m = template.pattern.search(line.text)
             if not m or _SOURCE_LINE.search(line.text, 0, m.start()):
                 continue  # a traceback's source line (`raise RuntimeError('Error(s) in ...'`) is code, not an error
+            if _HEDGE.search(line.text, 0, m.start()):
+                continue  # a list of what might have happened ("potential root causes: ... SIGSEGV") is no evidence
             rank = line.rank if line.rank is not None else rank_in(line.text)
             identity = template.identity(m)
             key = (template.name, rank, identity)
