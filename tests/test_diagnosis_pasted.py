@@ -277,3 +277,13 @@ def test_a_vllm_broadcast_stall_is_a_hang(tmp_path: Path) -> None:
     line = ("(EngineCore pid=2025) INFO 08-13 11:27:02 [shm_broadcast.py:802] No available shared memory broadcast "
             "block found in 60 seconds. This typically happens when some processes are hanging.\n")
     assert diagnose_text(line * 3, tmp_path).category == "hang"
+
+
+def test_a_loggers_error_line_naming_the_failure_beats_a_bare_launcher_wrapper(tmp_path: Path) -> None:
+    log = ("2024-03-04 07:21:09,001 - trainer - INFO - step 10\n"
+           "2024-03-04 07:21:10,123 - trainer - ERROR - batch 11: Expected all tensors to be on the same device, but "
+           "found at least two devices, cuda:0 and cpu\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+           "train.py FAILED\n  exitcode  : 1 (pid: 880)\n")
+    d = diagnose_text(log, tmp_path)
+    assert (d.category, d.exception_type) == ("device_mismatch", "LoggedError")

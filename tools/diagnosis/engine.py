@@ -176,6 +176,12 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
                                      rank=failure.rank, chain=chain, source="report", template=f"signal {name}",
                                      category=category, start=failure.line, end=failure.line + 8))
             chain += 1
+    if not any(e.category or not (e.type == "IncompleteTraceback" or _WRAPPERS.search(e.type) or
+                                  e.source == "template") for e in errors):
+        for error in _logged_errors(lines, consumed):
+            error.chain = chain
+            chain += 1
+            errors.append(error)
     if not errors:
         spike = find_spike(lines)
         if spike is not None:
@@ -190,6 +196,22 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
 
 
 _IGNORED = re.compile(r"^\s*Exception ignored in\b")
+
+
+def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
+    """A logger's ERROR lines whose words name a specific failure, when nothing but a wrapper was raised
+    (`ERROR:megatron.core...:Unexpected result nan ...` above torchrun's report): one per category."""
+    found: dict[str, FoundError] = {}
+    for ln in lines:
+        if ln.level not in ("ERROR", "FATAL", "CRITICAL") or ln.index in consumed or not ln.text.strip():
+            continue
+        error = FoundError(type="LoggedError", message=ln.text.strip()[:2000], line=ln.index, rank=ln.rank,
+                           source="bare", start=ln.index, end=ln.index)
+        category = categorise(error, False)
+        if category not in GENERIC and category not in found:
+            error.category = category
+            found[category] = error
+    return list(found.values())
 
 
 def _mark_ignored(errors: list[FoundError], lines: list[Line]) -> None:
