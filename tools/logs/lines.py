@@ -19,6 +19,7 @@ API: `clean`, `Line`, `LineModel` (`detect`, `split`), `split_lines`, `iter_line
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,10 +40,13 @@ class Prefix:
     """Stripped wherever found; otherwise only when most lines of the log carry it."""
     record: bool = False
     """On few lines, it starts a log record (a logger line); on most, it is decoration."""
+    rival: str | None = None
+    """An ambiguous prefix that is also used when few lines carry it, unless more lines carry this rival
+    instead (`<stamp> - ` is a format, unless most stamped lines have no dash: then the dash is content)."""
 
 
-def _p(kind: str, pattern: str, always: bool = True, record: bool = False) -> Prefix:
-    return Prefix(kind, re.compile(pattern), always, record)
+def _p(kind: str, pattern: str, always: bool = True, record: bool = False, rival: str | None = None) -> Prefix:
+    return Prefix(kind, re.compile(pattern), always, record, rival)
 
 
 PREFIXES: tuple[Prefix, ...] = (
@@ -57,9 +61,12 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("srun", r"^\s{0,3}(?P<rank>\d{1,4}): ", always=False),
     # docker compose: `trainer-1  | ` (v2), `proj_trainer_1  | ` (v1).
     _p("compose", r"^(?P<worker>[\w.\-]+[-_]\d+)\s+\|\s?", always=False),
-    # Timestamps and collectors.
-    _p("syslog", rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME} (?:[\w.\-]+ [\w.\-/]+(?:\[\d+\])?: )?", record=True),
-    _p("iso", rf"^\[?{_ISO}\]?:?(?:\s+-)?\s", record=True),
+    # Timestamps and collectors (a stamp may end the line: a blank line of a stamped log, trailing space trimmed).
+    _p("syslog", rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME}(?: [\w.\-]+ [\w.\-/]+(?:\[\d+\])?:)?(?:\s|$)", record=True),
+    # CRI (containerd, CRI-O) log files: `<stamp> stderr F <line>`.
+    _p("cri", rf"^{_ISO} std(?:out|err) [FP](?:\s|$)"),
+    _p("iso-dash", rf"^\[?{_ISO}\]?:?\s+-(?:\s|$)", always=False, record=True, rival="iso"),
+    _p("iso", rf"^\[?{_ISO}\]?:?(?:\s|$)", record=True),
     _p("iso-minutes", r"^ ?\d{4}-\d\d-\d\d \d\d:\d\d ", record=True),
     _p("time", rf"^\[?{_TIME}\]?\s", always=False, record=True),
     _p("lineno", r"^\[\d+\] ", always=False),
@@ -73,12 +80,23 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("bracket-level", rf"^\[{LEVELS}\](?:\[[\w.\-]+\])?\s*(?:-\s)?", record=True),
     _p("bracket-name", r"^\[(?:titan|torchtitan|accelerate[\w.]*|lightning[\w.]*|transformers[\w.]*)\]\s?",
        record=True),
-    _p("dash-level", rf"^(?:[\w.\-<>]+ - )?{LEVELS} - ", record=True),
+    _p("dash-level", rf"^(?:-\s+)?(?:[\w.\-<>]+ - )?{LEVELS} - ", record=True),
     _p("colon-level", rf"^{LEVELS}:(?:[\w.\-]+:)?(?=\S)", record=True),
     # Not pytest's `ERROR tests/t.py::test - ...` summary nor unittest's `ERROR: test_x (mod.Class)`.
     _p("level", rf"^{LEVELS}(?::\s|\s+-?\s*)(?=\S)(?!\S*(?:::|\.py\b))(?!\w+ \([\w.]+\)$)", record=True),
 )
 _KINDS = {p.kind: p for p in PREFIXES}
+
+
+def _layers(kinds: list[str]) -> list[str]:
+    """A line's prefixes as layers: rivals as one kind, a kind's second use tagged (`iso#2`: a collector's stamp and
+    the program's own are two layers, each decoration or record start on its own)."""
+    out: list[str] = []
+    for kind in kinds:
+        family = _KINDS[kind].rival or kind
+        n = sum(1 for k in out if k.split("#")[0] == family)
+        out.append(family if not n else f"{family}#{n + 1}")
+    return out
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _MAX_PEEL = 8
 
@@ -141,8 +159,9 @@ def _peel(line: str, allowed: frozenset[str] | None) -> tuple[str, Parsed]:
             break
         i = int(m.lastgroup[1:])
         prefix = PREFIXES[i]
-        if (prefix.kind in parsed.kinds and prefix.kind not in ("rank", "worker")) or \
-                (prefix.kind == "srun" and parsed.rank is not None):
+        # Prefixes of one kind stack too (a collector's stamp before the program's own stamp), but a second
+        # bare `0: ` is content.
+        if prefix.kind == "srun" and (parsed.rank is not None or "srun" in parsed.kinds):
             break
         groups = {name: m.group(f"g{i}_{name}") for name in names[i]}
         if groups.get("rank") is not None and parsed.rank is None:
@@ -176,12 +195,13 @@ class LineModel:
                 continue
             total += 1
             _, parsed = _peel(raw, None)
-            for kind in set(parsed.kinds):
+            for kind in {*parsed.kinds, *_layers(parsed.kinds)}:
                 counts[kind] = counts.get(kind, 0) + 1
         if not total:
             return cls()
         frequent = {k for k, c in counts.items() if c > threshold * total}
-        allowed = frozenset(p.kind for p in PREFIXES if not p.always and p.kind in frequent)
+        allowed = frozenset(p.kind for p in PREFIXES if not p.always and (
+            p.kind in frequent or (p.rival and counts.get(p.kind, 0) >= counts.get(p.rival, 0) and p.kind in counts)))
         return cls(allowed, frozenset(k for k, c in counts.items() if c >= decoration * total))
 
     def split(self, raw: str) -> tuple[str, Parsed]:
@@ -191,7 +211,8 @@ class LineModel:
 
     def line(self, index: int, raw: str) -> Line:
         text, parsed = self.split(raw)
-        record = any(_KINDS[k].record and k not in self.everywhere for k in parsed.kinds)
+        record = any(_KINDS[k].record and layer not in self.everywhere
+                     for k, layer in zip(parsed.kinds, _layers(parsed.kinds), strict=True))
         return Line(index, parsed.rank, text.rstrip(), parsed.worker, parsed.level, record)
 
 
@@ -349,32 +370,104 @@ def _unchunk(raw: list[str]) -> list[str]:
     return out
 
 
+_ENTITY = re.compile(r"&(?:quot|apos|amp|lt|gt|nbsp|#39|#x27|#34|#x22);")
+_ENTITIES = {"&quot;": '"', "&apos;": "'", "&amp;": "&", "&lt;": "<", "&gt;": ">", "&nbsp;": " ", "&#39;": "'",
+             "&#x27;": "'", "&#34;": '"', "&#x22;": '"'}
+
+
+def _unescape_html(text: str) -> str:
+    """A log copied out of a web page's HTML (`&quot;`, `&gt;`, `&#39;`) as the program wrote it.
+
+    Only the entities an escaper writes for a log's characters: a log holding other `&...;` text keeps it."""
+    return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text) if "&" in text and _ENTITY.search(text) else text
+
+
+def _decode_json_lines(text: str) -> str:
+    """A container runtime's JSON log file (`{"log":"...\\n","stream":"stderr","time":...}` per line) as its
+    lines; a line the runtime split (no final newline in `log`) is joined with its continuation."""
+    out: list[str] = []
+    partial = ""
+    for raw in text.split("\n"):
+        record = None
+        if raw.startswith('{"') and '"log"' in raw:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                record = None
+        if isinstance(record, dict) and isinstance(record.get("log"), str):
+            partial += record["log"]
+            if partial.endswith("\n") or not record["log"]:
+                out.append(partial[:-1] if partial.endswith("\n") else partial)
+                partial = ""
+            continue
+        if partial:
+            out.append(partial)
+            partial = ""
+        out.append(raw)
+    if partial:
+        out.append(partial)
+    return "\n".join(out)
+
+
+def _undouble(raw: list[str]) -> list[str]:
+    """A log pasted double-spaced (a blank line after every line: some editors, chat clients) as written: where no
+    two lines with text touch, every run of 2k+1 blank lines was k blank lines."""
+    texts = sum(1 for r in raw if r.strip())
+    if texts < 4 or any(raw[i].strip() and raw[i + 1].strip() for i in range(len(raw) - 1)):
+        return raw
+    out: list[str] = []
+    blanks = 0
+    for r in raw:
+        if r.strip():
+            out.extend([""] * (blanks // 2) if out else [])
+            out.append(r)
+            blanks = 0
+        else:
+            blanks += 1
+    out.extend([""] * max(blanks // 2, 1))
+    return out
+
+
 def raw_lines(text: str) -> list[str]:
-    """The text's lines, cleaned and dedented, with flattened tracebacks unfolded and hard-wrapped lines joined."""
-    raw = _unchunk(_dedent(clean(text).split("\n")))
-    if "Traceback (most recent call last)" in text:
-        unfolded: list[str] = []
-        i = 0
-        while i < len(raw):
-            r = raw[i]
-            if "Traceback" in r and _FLAT_TB.search(r):
-                # A flattened traceback is one logical line: a break between two letters is a paste's wrap.
-                while i + 1 < len(raw) and r[-1:].isalnum() and raw[i + 1][:1].isalnum():
-                    r += raw[i + 1]
-                    i += 1
-                unfolded.extend(unflatten(r))
-            else:
-                unfolded.append(r)
-            i += 1
-        raw = unfolded
+    """The text's lines as the program wrote them, with what a paste or a collector did undone: HTML entities,
+    JSON log records, ANSI codes, line ends, an indented or double-spaced paste, per-write stamps, a hard wrap."""
+    text = _unescape_html(text)
+    if '{"' in text:
+        text = _decode_json_lines(text)
+    raw = _unchunk(_undouble(_dedent(clean(text).split("\n"))))
     return _rejoin_frames(_unwrap_width(raw))
+
+
+def _unfold(lines: list[Line]) -> list[Line]:
+    """Tracebacks flattened onto one line unfolded, the unfolded lines keeping the line's rank and worker."""
+    out: list[Line] = []
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        text = ln.text
+        if "Traceback" in text and _FLAT_TB.search(text):
+            # A flattened traceback is one logical line: a break between two letters is a paste's wrap.
+            while i + 1 < len(lines) and text[-1:].isalnum() and lines[i + 1].text[:1].isalnum() \
+                    and lines[i + 1].stream in (ln.stream, (None, None)):
+                text += lines[i + 1].text
+                i += 1
+            for n, part in enumerate(unflatten(text)):
+                out.append(Line(len(out), ln.rank, part.rstrip(), ln.worker, ln.level, ln.record and not n))
+        else:
+            out.append(ln if ln.index == len(out) else Line(len(out), ln.rank, ln.text, ln.worker, ln.level,
+                                                             ln.record))
+        i += 1
+    return out
 
 
 def split_lines(text: str) -> list[Line]:
     """Every line of a text, normalised, with the model detected from the text itself."""
     raw = raw_lines(text)
     model = LineModel.detect(raw[:20_000])
-    return demux([model.line(i, r) for i, r in enumerate(raw)])
+    lines = [model.line(i, r) for i, r in enumerate(raw)]
+    if "Traceback (most recent call last)" in text:
+        lines = _unfold(lines)
+    return demux(lines)
 
 
 def iter_lines(path: Path, sample: int = 2_000, encoding: str = "utf-8") -> Iterator[Line]:
