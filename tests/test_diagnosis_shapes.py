@@ -214,6 +214,13 @@ def _tqdm(text: str) -> str | None:
     return "\n".join(lines)
 
 
+def _double_spaced(text: str) -> str | None:
+    lines = _lines(text.rstrip("\n"))
+    if sum(1 for line in lines if line.strip()) < 3:
+        return None  # two lines with a blank between: as likely two paragraphs as a double-spaced paste
+    return "\n\n".join(lines) + "\n"
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rank-tag": _launcher(lambda i: "[rank0]:"),
     "default-tag": _launcher(lambda i: "[default0]:"),
@@ -240,7 +247,7 @@ TRANSFORMS: dict[str, Transform] = {
     "wrap-100": _hard_wrap(100),
     "wrap-120": _hard_wrap(120),
     "tqdm-glued": _tqdm,
-    "double-spaced": lambda text: "\n\n".join(_lines(text.rstrip("\n"))) + "\n",
+    "double-spaced": _double_spaced,
 }
 
 

@@ -261,7 +261,7 @@ def unflatten(raw: str) -> list[str]:
     return out
 
 
-_RULE_END = re.compile(r"([^\w\s])\1\1$")  # a line ending in a rule (====, ____) is filled to the width on purpose
+_RULE_END = re.compile(r"([^\w\s^~])\1\1$")  # a line ending in a rule (====, ____) is filled to the width on purpose
 
 
 def _head(line: str) -> str:
@@ -269,13 +269,33 @@ def _head(line: str) -> str:
     return line.split(None, 1)[0] if line.strip() else ""
 
 
-def _unwrap_width(raw: list[str]) -> list[str]:
-    """Lines hard-wrapped mid-word at a fixed width (by a terminal or a mail client) joined again.
+# What starts a line of its own: a prefix, pytest's `E   ` marker, a traceback's structure, an exception line.
+# (A frame's `File "` unindented is a flattened traceback's wrap.)
+_LINE_START = re.compile(r'[A-Z]\s{3,}|Traceback \(|\s+File "|(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception|Warning|'
+                         r"Interrupt|Exit):|\S+\.py:\d+:")
+# What goes on with a token the line before cut (`...c10d_logger` / `.py", line 83`), never starts a line.
+_GOES_ON = re.compile(r"[.,:;)\]}](?!\.\.)|_[^\W_]|['\"](?=[\s,.:;)\]}]|$)|/(?=\w)")
+_TOKEN = re.compile(r"[\w./\-]")
+_OPENS = "=([{/"  # a line that ends so expects more on the same line
 
-    The wrap width is the longest line's length; the log counts as wrapped when most lines of that
-    length break a token (no space on either side of the break) and at least 3 cut a word in two."""
+
+def _starts_line(text: str) -> bool:
+    return bool(_LINE_START.match(text)) or bool(_peel(text, None)[1].kinds)
+
+
+def _unwrap_width(raw: list[str]) -> list[str]:
+    """Lines hard-wrapped at a fixed width (by a terminal or a mail client) joined again.
+
+    The wrap width is the longest line's length. A line of that length breaks when its next line goes
+    on with the same token (no space on either side) or the wrap fell on a space (one space on one
+    side). A break is clear evidence when it cuts a word in two (letters or digits on both sides), when
+    its next line starts with a single space (no line of a log does), or when the line ends in a space
+    and the next cannot start a line of its own (below). The log counts as wrapped when
+    most lines of that length break and there are 3 clear breaks, or 2 breaks of which one is clear,
+    or one clear break whose next line cannot start a line of its own (it starts in lower case or
+    with a digit or a space, and carries no prefix a log line starts with)."""
     lengths = [len(r) for r in raw if r.strip()]
-    if len(lengths) < 5:
+    if len(lengths) < 2:
         return raw
     width = max(lengths)
     if width < 60:
@@ -287,19 +307,47 @@ def _unwrap_width(raw: list[str]) -> list[str]:
     for r in raw:
         if r.strip():
             heads[_head(r)] = heads.get(_head(r), 0) + 1
-    record_head = max(heads, key=heads.__getitem__)
+    record_head: str | None = max(heads, key=heads.__getitem__)
     if heads[record_head] < 0.5 * len(lengths):
         record_head = None
 
     def breaks(i: int) -> bool:
-        return len(raw[i]) == width and i + 1 < len(raw) and bool(raw[i + 1]) and not raw[i][-1].isspace() \
-            and not raw[i + 1][0].isspace() and not _RULE_END.search(raw[i]) and _head(raw[i + 1]) != record_head
+        if len(raw[i]) != width or i + 1 >= len(raw) or not raw[i + 1] or _head(raw[i + 1]) == record_head:
+            return False
+        if not raw[i + 1].strip():
+            return raw[i][-1].isspace()  # a line padded with spaces (pytest's reprs) wrapped in its padding
+        if _starts_line(raw[i + 1]):
+            return False
+        end_space, next_space = raw[i][-1].isspace(), raw[i + 1][0].isspace()
+        if not end_space and not next_space:
+            return True
+        # Wrapped on a space: the space ends the line or starts the next, once (an indented line is not that).
+        return (end_space and not raw[i][-2:-1].isspace() and not next_space) or \
+            (next_space and not end_space and not raw[i + 1][1:2].isspace())
 
-    at_width = [i for i, r in enumerate(raw) if len(r) == width]
+    def continues(i: int) -> bool:
+        """The next line cannot start a line: it goes on with a word in lower case, a number or after a space."""
+        nxt = raw[i + 1]
+        head = _head(nxt)
+        return (nxt[0].islower() or nxt[0].isdigit() or nxt[0] == " ") and (not head.endswith(":") or
+                                                                              nxt.strip() == head)
+
+    def clear(i: int) -> bool:
+        end, nxt = raw[i][-1], raw[i + 1]
+        if not nxt.strip():
+            return False
+        # A token cut in two (`...distributed_` / `c10d.py`), not a sentence's end before the next one.
+        token_cut = bool(_TOKEN.match(end) and _TOKEN.match(nxt[0])) and not (end == "." and nxt[0].isupper())
+        return token_cut or (not end.isspace() and (nxt[0] == " " or _GOES_ON.match(nxt))) \
+            or (end in _OPENS and not nxt[0].isspace()) or (end == " " and not padded and continues(i))
+
+    # Where most lines end in whitespace (an editor's padding), a space at a line's end says nothing.
+    padded = sum(1 for r in raw if r.strip() and r[-1].isspace()) > 0.5 * len(lengths)
+    at_width = [i for i, r in enumerate(raw) if len(r) == width and not _RULE_END.search(r)]
     broken = [i for i in at_width if breaks(i)]
-    # Evidence of a wrap: letters or digits on both sides of at least 3 breaks (a word cut in two).
-    mid_word = [i for i in broken if raw[i][-1].isalnum() and raw[i + 1][0].isalnum()]
-    if len(mid_word) < 3 or len(broken) < 0.5 * len(at_width):
+    evident = [i for i in broken if clear(i)]
+    single = len(broken) == 1 and evident and (continues(evident[0]) or _GOES_ON.match(raw[evident[0] + 1]))
+    if len(broken) < 0.5 * len(at_width) or not (len(evident) >= 3 or (len(broken) >= 2 and evident) or single):
         return raw
     joined: list[str] = []
     carry = ""
@@ -413,7 +461,7 @@ def _undouble(raw: list[str]) -> list[str]:
     """A log pasted double-spaced (a blank line after every line: some editors, chat clients) as written: where no
     two lines with text touch, every run of 2k+1 blank lines was k blank lines."""
     texts = sum(1 for r in raw if r.strip())
-    if texts < 4 or any(raw[i].strip() and raw[i + 1].strip() for i in range(len(raw) - 1)):
+    if texts < 3 or any(raw[i].strip() and raw[i + 1].strip() for i in range(len(raw) - 1)):
         return raw
     out: list[str] = []
     blanks = 0
