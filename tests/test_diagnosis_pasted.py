@@ -287,3 +287,38 @@ def test_a_loggers_error_line_naming_the_failure_beats_a_bare_launcher_wrapper(t
            "train.py FAILED\n  exitcode  : 1 (pid: 880)\n")
     d = diagnose_text(log, tmp_path)
     assert (d.category, d.exception_type) == ("device_mismatch", "LoggedError")
+
+
+def test_a_debuggers_exception_report_is_the_exception(tmp_path: Path) -> None:
+    log = ("Exception has occurred: RuntimeError\n"
+           "The size of tensor a (1024) must match the size of tensor b (512) at non-singleton dimension 3\n"
+           '  File "C:\\src\\model.py", line 331, in _attn\n    w = w * b\n')
+    d = diagnose_text(log, tmp_path)
+    assert (d.category, d.exception_type) == ("shape_mismatch", "RuntimeError")
+
+
+def test_a_shells_killed_after_a_hang_is_the_supervisors_kill_not_the_failure(tmp_path: Path) -> None:
+    hang = ("[rank4]:[E226 11:06:39.1 ProcessGroupNCCL.cpp:616] [Rank 4] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=5653, OpType=ALLREDUCE, NumelIn=5, NumelOut=5, Timeout(ms)=600000) ran for "
+            "600043 milliseconds before timing out.\n")
+    assert diagnose_text(hang + "Received sigquit from a child process.\nKilled\n", tmp_path).category == "hang"
+    assert diagnose_text("epoch 3 step 10\nKilled\n", tmp_path).category == "host_oom"
+
+
+def test_rays_memory_monitor_names_a_host_oom_in_either_wording(tmp_path: Path) -> None:
+    raylet = diagnose_text("(raylet) [2025-04-16 09:03:07,551 E 802 802] (raylet) node_manager.cc:3219: 2 Workers "
+                           "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed\n", tmp_path)
+    raised = diagnose_text("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+                           "memory.\n", tmp_path)
+    assert raylet.category == raised.category == "host_oom"
+    assert raylet.signature == raised.signature
+
+
+def test_training_logs_with_a_blown_up_grad_norm(tmp_path: Path) -> None:
+    def log(norms: list[float]) -> str:
+        return "".join(f"Iter [{100 * i}/9000]\tlr: 1.8e-04, loss: {20 + i:.4f}, grad_norm: {n:.4f}\n"
+                       for i, n in enumerate(norms))
+    assert diagnose_text(log([31.4, 44.1, 78.9, 121.6, 176.2, 231.9, 289.5]), tmp_path).category == \
+        "gradient_explosion"  # a steady 9x rise
+    assert diagnose_text(log([3.5e12, 4.2e10, 9.1e8, 2.0e8]), tmp_path).category == "gradient_explosion"
+    assert diagnose_text(log([0.5, 0.9, 1.3, 1.8, 2.6, 2.9]), tmp_path).category == "python_exception"  # warm-up

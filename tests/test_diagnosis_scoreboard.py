@@ -53,3 +53,17 @@ def test_the_command_line_explains_itself_and_refuses_a_folder_without_labels(tm
     with pytest.raises(SystemExit) as refused:
         main([str(tmp_path)])
     assert refused.value.code == 2 and f"no labels.yaml in {tmp_path}" in capsys.readouterr().err
+
+
+def test_near_misses_told_apart_only_by_the_reporters_frames_are_counted(tmp_path: Path) -> None:
+    tb = ('Traceback (most recent call last):\n  File "/home/{who}/{proj}/model.py", line 9, in {fn}\n    y = f(x)\n'
+          '  File "/opt/conda/lib/python3.10/site-packages/torch/nn/modules/linear.py", line 1, in forward\n'
+          "RuntimeError: mat1 and mat2 shapes cannot be multiplied ({a} and {b})\n")
+    (tmp_path / "a.log").write_text(tb.format(who="ann", proj="vae", fn="encode", a="4x9", b="8x2"))
+    (tmp_path / "b.log").write_text(tb.format(who="bob", proj="vit", fn="head", a="2x7", b="5x5"))
+    (tmp_path / "labels.yaml").write_text(yaml.safe_dump([
+        {"file": "a.log", "category": "shape_mismatch", "near_miss": "mm"},
+        {"file": "b.log", "category": "shape_mismatch", "near_miss": "mm"}]))
+    result, _ = score(tmp_path)
+    assert result.near_miss == [0, 1] and result.frames_only == 1
+    assert "told apart only by the reporters' own frames | 1 |" in table([result])

@@ -82,11 +82,26 @@ _FORM_MESSAGE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?(?:Message|Value)[*_
                            re.IGNORECASE)
 
 
+# VS Code's Python debugger: "Exception has occurred: RuntimeError", the message, then the frames innermost first.
+_DEBUGGER = re.compile(r"^\W*Exception has occurred:\s*(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\s*$")
+_FRAME_LINE = re.compile(r'^\s*File "')
+
+
 def _report_form(lines: list[Line], index: int) -> tuple[str, str, int] | None:
     """(type, message, last line) of a labelled error report starting at that line."""
     m = _FORM_TYPE.match(lines[index].text)
     if not m:
-        return None
+        m = _DEBUGGER.match(lines[index].text)
+        following = lines[index + 1:index + 6]
+        if not m or not following or not following[0].text.strip() or _FRAME_LINE.match(following[0].text):
+            return None
+        # A debugger's report: the message on the lines after the type, up to the frames.
+        message = []
+        for ln in following:
+            if not ln.text.strip() or _FRAME_LINE.match(ln.text):
+                break
+            message.append(ln)
+        return m.group("type"), "\n".join(ln.text.strip() for ln in message), message[-1].index
     for ln in lines[index + 1:index + 4]:
         found = _FORM_MESSAGE.match(ln.text)
         if found:
@@ -109,8 +124,8 @@ def _tier(error: FoundError, category: str) -> int:
         return 3
     if error.ignored or error.template in _CONSEQUENCE_TEMPLATES:
         return 2
-    if error.template == "signal SIGABRT":
-        return 2  # NCCL and c10 abort the process after the error that matters
+    if error.template == "signal SIGABRT" or error.type == "ShellKilled":
+        return 2  # NCCL and c10 abort the process after the error that matters; a supervisor kills what is left
     if _CONSEQUENCES.search(error.type) or (error.source == "template" and error.category is None
                                               and _CONSEQUENCE_MESSAGES.search(error.message)):
         return 2

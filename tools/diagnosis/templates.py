@@ -107,11 +107,43 @@ def canonical_match(sentence: str, message: str = "") -> tuple[Template, re.Matc
     return None
 # One search per line tells whether any template can match it (most lines of a big log match none): an RE2
 # automaton (one pass per line) unless a template needs what RE2 lacks (lookaround).
-_ANY_PATTERN = "|".join(f"(?{'i' if t.pattern.flags & re.IGNORECASE else ''}:{t.pattern.pattern})" for t in TEMPLATES)
-try:
-    _ANY = re2.compile(_ANY_PATTERN)
-except re2.error:
-    _ANY = re.compile(_ANY_PATTERN)
+_LOOKAROUND = re.compile(r"\(\?<?[=!]")
+
+
+def _without_lookaround(pattern: str) -> str:
+    """The pattern with its lookaround groups removed: it matches wherever the original does (a pre-filter may
+    match more, never less), and RE2 compiles it."""
+    out, i = [], 0
+    while i < len(pattern):
+        m = _LOOKAROUND.match(pattern, i)
+        if not m or (i and pattern[i - 1] == "\\"):
+            out.append(pattern[i])
+            i += 1
+            continue
+        depth, j, in_class = 0, i, False
+        while j < len(pattern):
+            c = pattern[j]
+            if c == "\\":
+                j += 2
+                continue
+            if in_class:
+                in_class = c != "]"
+            elif c == "[":
+                in_class = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if not depth:
+                    break
+            j += 1
+        i = j + 1
+    return "".join(out)
+
+
+_ANY_PATTERN = "|".join(f"(?{'i' if t.pattern.flags & re.IGNORECASE else ''}:{_without_lookaround(t.pattern.pattern)})"
+                        for t in TEMPLATES)
+_ANY = re2.compile(_ANY_PATTERN) if not _LOOKAROUND.search(_ANY_PATTERN) else re.compile(_ANY_PATTERN)
 
 
 # Words that turn what follows into a guess: Ray's "There are some potential root causes. (1) ... OOM killer
@@ -155,7 +187,8 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
             if key in seen:
                 break
             seen.add(key)
-            message = line.text[m.start():].strip() if template.name != "OOMKiller" else line.text.strip()
+            message = line.text[m.start():].strip() if template.name not in ("OOMKiller", "ShellKilled") \
+                else line.text.strip()
             if template.name == "CppTerminate":
                 what = next((ln.text.split("what():", 1)[1].strip() for ln in lines[pos + 1:pos + 4]
                              if "what():" in ln.text), "")
