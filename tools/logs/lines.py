@@ -61,8 +61,14 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("srun", r"^\s{0,3}(?P<rank>\d{1,4}): ", always=False),
     # docker compose: `trainer-1  | ` (v2), `proj_trainer_1  | ` (v1).
     _p("compose", r"^(?P<worker>[\w.\-]+[-_]\d+)\s+\|\s?", always=False),
+    # kubectl logs --prefix: `[pod/trainer-0/trainer] `.
+    _p("kubectl", r"^\[(?P<worker>pod/[\w.\-]+/[\w.\-]+)\]\s?"),
+    # pdsh (DeepSpeed's multi-node launcher) and clush: `worker-3: `, `gpu-node-12.cluster: `.
+    _p("host", r"^(?P<worker>[A-Za-z][\w]*(?:[-.][\w]+)*[-.][\w]*\d): ", always=False),
     # Timestamps and collectors (a stamp may end the line: a blank line of a stamped log, trailing space trimmed).
     _p("syslog", rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME}(?: [\w.\-]+ [\w.\-/]+(?:\[\d+\])?:)?(?:\s|$)", record=True),
+    # journalctl -o short-iso: `<stamp> <host> <process>[<pid>]: `.
+    _p("journal", rf"^{_ISO} [\w.\-]+ [\w.\-/]+\[\d+\]:(?:\s|$)", record=True),
     # CRI (containerd, CRI-O) log files: `<stamp> stderr F <line>`.
     _p("cri", rf"^{_ISO} std(?:out|err) [FP](?:\s|$)"),
     _p("iso-dash", rf"^\[?{_ISO}\]?:?\s+-(?:\s|$)", always=False, record=True, rival="iso"),
@@ -168,7 +174,7 @@ def _peel(line: str, allowed: frozenset[str] | None) -> tuple[str, Parsed]:
             parsed.rank = int(groups["rank"])
         if prefix.kind == "worker":
             parsed.worker = f"{groups.get('worker') or 'worker'} pid={groups['pid']}"
-        elif prefix.kind == "compose":
+        elif prefix.kind in ("compose", "kubectl", "host") and parsed.worker is None:
             parsed.worker = groups["worker"]
         level = groups.get("level") or _GLOG_LEVEL.get(groups.get("glevel") or "")
         if level and parsed.level is None:
