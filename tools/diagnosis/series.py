@@ -6,9 +6,9 @@ median of the previous 20 finite values), read from the 3rd value on since a pas
 excerpt often shows only a few steps before the jump. For a diagnosis of a log without an error
 the spike must also be strong: at least MIN_FACTOR times the median and, for grad norms, above
 an absolute floor (tiny norms jumping are noise). A steady rise counts too: every logged value
-above the one before for RISE_STEPS steps, ending RISE_FACTOR times where it started and above
-RISE_FLOOR (a run that diverges smoothly never jumps at once). A grad norm above ABSURD is an
-explosion whatever its trend. Only values before the metric's first non-finite
+above the one before for RISE_STEPS steps, ending RISE_FACTOR times where it started, or
+RISE_ABOVE_FLOOR's smaller factor above its floor (a run that diverges smoothly never jumps at
+once). A grad norm above ABSURD is an explosion whatever its trend. Only values before the metric's first non-finite
 one count (those are the nonfinite templates' business).
 """
 
@@ -25,8 +25,9 @@ from tools.logs.metrics import MetricExtractor, find_spikes
 MIN_FACTOR = {"grad_norm": 20.0, "loss": 3.0}
 FLOOR = {"grad_norm": 100.0, "loss": 0.0}
 RISE_STEPS = 4
-RISE_FACTOR = {"grad_norm": 5.0, "loss": 2.5}
-RISE_FLOOR = {"grad_norm": 10.0, "loss": 0.0}
+RISE_FACTOR = {"grad_norm": 10.0, "loss": 2.5}
+# A smaller rise counts too once the grad norm is past a value no warm-up reaches: (factor, floor).
+RISE_ABOVE_FLOOR = {"grad_norm": (5.0, 10.0)}
 # A grad norm this large is no healthy run's, whatever its trend (clipping hides it from the loss for a while).
 ABSURD = {"grad_norm": 1e6}
 
@@ -82,7 +83,9 @@ def find_spike(lines: list[Line]) -> FoundError | None:
             i = int(absurd[0])
             found.append((int(where[i]), f"{name} {values[i]:g} at step {steps[i]} is beyond any healthy scale"))
         for i, start, risen in _rises(values):
-            if start > 0 and values[i] >= RISE_FACTOR[name] * start and values[i] >= RISE_FLOOR[name]:
+            factor, floor = RISE_ABOVE_FLOOR.get(name, (np.inf, np.inf))
+            if start > 0 and (values[i] >= RISE_FACTOR[name] * start or
+                              (values[i] >= factor * start and values[i] >= floor)):
                 found.append((int(where[i]), f"{name} rose {values[i] / start:.1f}x over {risen} logged "
                               f"steps ({start:g} to {values[i]:g})"))
                 break
