@@ -322,3 +322,11 @@ def test_training_logs_with_a_blown_up_grad_norm(tmp_path: Path) -> None:
         "gradient_explosion"  # a steady 9x rise
     assert diagnose_text(log([3.5e12, 4.2e10, 9.1e8, 2.0e8]), tmp_path).category == "gradient_explosion"
     assert diagnose_text(log([0.5, 0.9, 1.3, 1.8, 2.6, 2.9]), tmp_path).category == "python_exception"  # warm-up
+
+
+def test_backticks_around_each_pasted_line_are_not_the_message(tmp_path: Path) -> None:
+    plain = ("RuntimeError: Error(s) in loading state_dict for Darknet:\n\tsize mismatch for module_list.81.conv_81"
+             ".weight: copying a param with shape torch.Size([21, 1024, 1, 1]) from checkpoint, the shape in current "
+             "model is torch.Size([255, 1024, 1, 1]).\n")
+    marked = "".join(f"\t`{line.strip()}`\n" for line in plain.splitlines())
+    assert diagnose_text(marked, tmp_path).signature == diagnose_text(plain, tmp_path).signature

@@ -63,7 +63,8 @@ _WRAPPED = re.compile(r"[\w,]$")  # a line that stops mid-sentence (no closing p
 
 def first_sentence(message: str) -> str:
     """The first sentence of a message; a first line ending in ':' takes its first detail line with it."""
-    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    # A Markdown paste wraps each line in backticks (`RuntimeError: ...`): they are not the message.
+    lines = [ln.strip().strip("`").strip() for ln in message.strip().splitlines() if ln.strip().strip("`").strip()]
     if not lines:
         return ""
     head, more = lines[0], 1
