@@ -255,6 +255,10 @@ TRANSFORMS: dict[str, Transform] = {
     "details-block": _details,
     "html-escaped": _html,
     "docker-json": _json_lines,
+    "structured-json": _per_line(lambda i, line: json.dumps(
+        {"severity": "ERROR", "message": line, "timestamp": f"2024-03-04T07:21:{10 + i % 50:02}Z"})),
+    "nbsp-indent": _per_line(lambda i, line: "\u00a0" * (len(line) - len(line.lstrip(" "))) + line.lstrip(" ")),
+    "byte-order-mark": lambda text: "\ufeff" + text,
     "ipython": _ipython,
     "wrap-80": _hard_wrap(80),
     "wrap-100": _hard_wrap(100),

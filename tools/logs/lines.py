@@ -128,8 +128,8 @@ class Line:
 
 
 def clean(text: str) -> str:
-    """ANSI escapes removed, CRLF and lone CR (progress bars) turned into line breaks."""
-    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    """ANSI escapes and byte-order marks removed, CRLF and lone CR (progress bars) turned into line breaks."""
+    return _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n").replace("\ufeff", "")
 
 
 @dataclass
@@ -436,22 +436,41 @@ def _unescape_html(text: str) -> str:
     return _ENTITY.sub(lambda m: _ENTITIES[m.group(0)], text) if "&" in text and _ENTITY.search(text) else text
 
 
+_JSON_META = ("time", "timestamp", "ts", "severity", "level", "levelname", "stream", "logger", "name")
+
+
+def _json_message(raw: str) -> tuple[str, bool] | None:
+    """A JSON log record's line and whether it is whole: a container runtime's `{"log": "...\\n", "stream": ...}`
+    (a line it split has no final newline) or a structured logger's `{"message": ..., "severity": ...}`."""
+    if not raw.startswith("{") or not raw.rstrip().endswith("}") or ('"log"' not in raw and '"message"' not in raw
+                                                                     and '"msg"' not in raw):
+        return None
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    if isinstance(record.get("log"), str):
+        line = record["log"]
+        return (line[:-1], True) if line.endswith("\n") else (line, not line)
+    message = record.get("message", record.get("msg"))
+    if isinstance(message, str) and any(key in record for key in _JSON_META):
+        return message.rstrip("\n"), True
+    return None
+
+
 def _decode_json_lines(text: str) -> str:
-    """A container runtime's JSON log file (`{"log":"...\\n","stream":"stderr","time":...}` per line) as its
-    lines; a line the runtime split (no final newline in `log`) is joined with its continuation."""
+    """A JSON log file (a record per line) as the lines its records hold; a line the runtime split is joined again.
+    Lines that are no such record are kept (a JSON log interleaved with plain lines)."""
     out: list[str] = []
     partial = ""
     for raw in text.split("\n"):
-        record = None
-        if raw.startswith('{"') and '"log"' in raw:
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                record = None
-        if isinstance(record, dict) and isinstance(record.get("log"), str):
-            partial += record["log"]
-            if partial.endswith("\n") or not record["log"]:
-                out.append(partial[:-1] if partial.endswith("\n") else partial)
+        found = _json_message(raw)
+        if found is not None:
+            partial += found[0]
+            if found[1]:
+                out.append(partial)
                 partial = ""
             continue
         if partial:
@@ -486,7 +505,7 @@ def raw_lines(text: str) -> list[str]:
     """The text's lines as the program wrote them, with what a paste or a collector did undone: HTML entities,
     JSON log records, ANSI codes, line ends, an indented or double-spaced paste, per-write stamps, a hard wrap."""
     text = _unescape_html(text)
-    if '{"' in text:
+    if '{"' in text and ('"log"' in text or '"message"' in text or '"msg"' in text):
         text = _decode_json_lines(text)
     raw = _unchunk(_undouble(_dedent(clean(text).split("\n"))))
     return _rejoin_frames(_unwrap_width(raw))
