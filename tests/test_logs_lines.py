@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tools.logs.lines import LineModel, clean, iter_lines, split_lines, unflatten
@@ -136,3 +137,79 @@ def test_stamps_of_a_logger_that_stamps_every_write_are_removed_inside_lines() -
 def test_records_of_one_fixed_width_format_are_not_taken_for_a_wrapped_line() -> None:
     log = "".join(f"Epoch: 6: Step: {555 + 4 * i}/1511, loss={0.5 + i:.6f}, lr=0.000013\n" for i in range(8))
     assert len([t for t in _texts(log) if t]) == 8
+
+
+def test_a_collectors_stamp_over_the_programs_own_stamp_is_peeled_layer_by_layer() -> None:
+    log = ("2024-03-04T07:21:10.100Z 2024-11-02T07:14:55.120Z Traceback (most recent call last):\n"
+           '2024-03-04T07:21:10.137Z 2024-11-02T07:14:55.120Z   File "/app/h.py", line 61, in predict\n'
+           "2024-03-04T07:21:10.174Z 2024-11-02T07:14:55.121Z RuntimeError: boom\n"
+           "2024-03-04T07:21:10.211Z\n")
+    lines = split_lines(log)
+    assert _texts(log)[:4] == ["Traceback (most recent call last):", '  File "/app/h.py", line 61, in predict',
+                               "RuntimeError: boom", ""]
+    assert not any(ln.record for ln in lines)
+    # The program's glog lines stay record starts under a glog-like stamp on every line.
+    stamped = split_lines("".join(f"I0304 07:21:1{i}.000001 2231 t.py:88] {t}\n" for i, t in enumerate(
+        ["RuntimeError: boom", "E0811 14:20:17.502000 1399 api.py:826] failed (exitcode: 1)", "more"])))
+    assert [ln.record for ln in stamped][:3] == [False, True, False]
+
+
+def test_a_dash_after_a_stamp_is_content_unless_the_log_writes_stamps_so() -> None:
+    stamps = "".join(f"2024-03-04T07:21:1{i}Z {t}\n" for i, t in enumerate(
+        ["ValueError: mismatching values:", "- ds bf16.enabled=True vs hf bf16", "The easiest fix is 'auto'."]))
+    assert _texts(stamps)[1] == "- ds bf16.enabled=True vs hf bf16"
+    comfy = "".join(f"2024-12-31T14:2{i}:31.400121 - {t}\n" for i, t in enumerate(["got prompt", "RuntimeError: x"]))
+    assert _texts(comfy)[:2] == ["got prompt", "RuntimeError: x"]
+
+
+def test_what_a_web_page_or_a_log_collector_encoded_is_decoded() -> None:
+    assert _texts("KeyError: &#39;labels&#39; &amp; &quot;x&quot; &lt;3&gt;\n")[0] == "KeyError: 'labels' & \"x\" <3>"
+    docker = "".join(json.dumps({"log": t, "stream": "stderr", "time": "2024-03-04T07:21:10Z"}) + "\n"
+                     for t in ["Traceback (most recent call last):\n", "ValueError: a line the runtime ", "split\n"])
+    assert _texts(docker)[:2] == ["Traceback (most recent call last):", "ValueError: a line the runtime split"]
+    structured = json.dumps({"severity": "ERROR", "message": "RuntimeError: boom", "time": "t"}) + "\n"
+    assert _texts(structured)[0] == "RuntimeError: boom"
+    # A JSON line that is no log record is left as it is.
+    assert _texts('{"loss": 2.5, "step": 10}\n')[0] == '{"loss": 2.5, "step": 10}'
+    assert _texts("\ufeffRuntimeError: boom\n")[0] == "RuntimeError: boom"
+
+
+def test_a_double_spaced_paste_is_read_as_written() -> None:
+    assert _texts("RuntimeError: Error(s) in loading state_dict:\n\n\tMissing key(s)\n\n\n\nafter\n") == \
+        ["RuntimeError: Error(s) in loading state_dict:", "\tMissing key(s)", "", "after", ""]
+    # Two paragraphs are not a double-spaced paste.
+    assert _texts("RuntimeError: boom\n\nany idea?\n") == ["RuntimeError: boom", "", "any idea?", ""]
+
+
+def test_a_flattened_traceback_is_unfolded_after_its_prefixes_and_keeps_its_rank() -> None:
+    log = ('[rank3]: Traceback (most recent call last): File "/w/t.py", line 3, in <module> main() '
+           "RuntimeError: CUDA error: an illeg\n[rank3]: al memory access was encountered\n")
+    lines = split_lines(log)
+    assert [(ln.rank, ln.text) for ln in lines][-2] == (3, "RuntimeError: CUDA error: an illegal memory access was "
+                                                         "encountered")
+
+
+def test_a_single_line_wrapped_by_a_terminal_is_joined_but_a_line_as_long_by_chance_is_not() -> None:
+    message = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0"
+    width = 80
+    log = "\n".join(['  File "/w/m.py", line 3, in forward', *[message[i:i + width] for i in range(0, 100, width)],
+                     ""])
+    assert message in _texts(log)
+    # Wrapped on a space: the space stays.
+    spaced = "x = 1\n" + message[:62] + "\n" + message[62:] + "\n"
+    assert message in _texts(spaced)
+    # A line that happens to be the longest, followed by pytest's `E` line, is not a wrap.
+    natural = ">       raise pickle.UnpicklingError(_get_wo_message(str(e))) from None  #\nE       _pickle.Unpickl\n"
+    assert len(_texts(natural)) == 3
+
+
+def test_launcher_and_collector_prefixes_of_more_tools() -> None:
+    lines = split_lines("[pod/trainer-0/trainer] RuntimeError: boom\n[pod/trainer-0/trainer] more\n"
+                        "worker-3: x\n")
+    assert [(ln.worker, ln.text) for ln in lines][:2] == [("pod/trainer-0/trainer", "RuntimeError: boom"),
+                                                          ("pod/trainer-0/trainer", "more")]
+    pdsh = split_lines("worker-3: Traceback (most recent call last):\nworker-3: ValueError: x\nworker-1: ok\n")
+    assert [(ln.worker, ln.text) for ln in pdsh][:3] == [("worker-3", "Traceback (most recent call last):"),
+                                                         ("worker-3", "ValueError: x"), ("worker-1", "ok")]
+    assert _texts("2024-03-04T07:21:10+0000 node3 python[2231]: ValueError: x\n")[0] == "ValueError: x"
+    assert _texts("2024-03-04T07:21:10.000000001Z stderr F ValueError: x\n")[0] == "ValueError: x"

@@ -199,8 +199,10 @@ class LineModel:
         for raw in sample:
             if not raw.strip():
                 continue
+            text, parsed = _peel(raw, None)
+            if not text.strip():
+                continue  # a blank line under a stamp: no layer of the program's own to count
             total += 1
-            _, parsed = _peel(raw, None)
             for kind in {*parsed.kinds, *_layers(parsed.kinds)}:
                 counts[kind] = counts.get(kind, 0) + 1
         if not total:
