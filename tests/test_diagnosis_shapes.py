@@ -229,6 +229,18 @@ def _double_spaced(text: str) -> str | None:
     return "\n\n".join(lines) + "\n"
 
 
+def _then(*transforms: Transform) -> Transform:
+    """Shapes stacked in the order they happen (a terminal's wrap, then a Markdown quote around the paste)."""
+    def apply(text: str) -> str | None:
+        for transform in transforms:
+            shaped = transform(text)
+            if shaped is None:
+                return None
+            text = shaped
+        return text
+    return apply
+
+
 TRANSFORMS: dict[str, Transform] = {
     "rank-tag": _launcher(lambda i: "[rank0]:"),
     "default-tag": _launcher(lambda i: "[default0]:"),
@@ -250,7 +262,7 @@ TRANSFORMS: dict[str, Transform] = {
     "trailing-space": _per_line(lambda i, line: line + " " * (1 + i % 3)),
     "tab-indent": _per_line(lambda i, line: _tabs(line)),
     "markdown-fence": lambda text: f"```text\n{text.rstrip()}\n```\n",
-    "markdown-quote": _per_line(lambda i, line: f"> {line}".rstrip()),
+    "markdown-quote": _per_line(lambda i, line: f"> {line}" if line else ">"),
     "indented-block": _per_line(lambda i, line: f"    {line}" if line.strip() else ""),
     "details-block": _details,
     "html-escaped": _html,
@@ -265,6 +277,13 @@ TRANSFORMS: dict[str, Transform] = {
     "wrap-120": _hard_wrap(120),
     "tqdm-glued": _tqdm,
     "double-spaced": _double_spaced,
+}
+TRANSFORMS |= {
+    "wrap-100+quote": _then(TRANSFORMS["wrap-100"], TRANSFORMS["markdown-quote"]),
+    "double-spaced+quote": _then(_double_spaced, TRANSFORMS["markdown-quote"]),
+    "rank-tag+iso-stamp": _then(TRANSFORMS["rank-tag"], TRANSFORMS["iso-stamp"]),
+    "ipython+ansi": _then(_ipython, _ansi),
+    "wrap-80+details": _then(TRANSFORMS["wrap-80"], _details),
 }
 
 

@@ -213,3 +213,10 @@ def test_launcher_and_collector_prefixes_of_more_tools() -> None:
                                                          ("worker-3", "ValueError: x"), ("worker-1", "ok")]
     assert _texts("2024-03-04T07:21:10+0000 node3 python[2231]: ValueError: x\n")[0] == "ValueError: x"
     assert _texts("2024-03-04T07:21:10.000000001Z stderr F ValueError: x\n")[0] == "ValueError: x"
+
+
+def test_a_log_pasted_as_a_markdown_quote_is_unquoted_before_its_wrap_is_undone() -> None:
+    message = "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0"
+    quoted = "".join(f"> {t}\n" for t in ['  File "/w/m.py", line 3, in forward', message[:80], message[80:]])
+    assert message in _texts(quoted)
+    assert _texts("> a\n>\n> b\n>\n>\n>\n> c\n") == ["a", "b", "", "c", ""]

@@ -408,6 +408,17 @@ def _dedent(raw: list[str]) -> list[str]:
     return [r[indent:] if r.strip() else "" for r in raw]
 
 
+def _unquote(raw: list[str]) -> list[str]:
+    """A log pasted as a Markdown quote (every non-blank line starting with `>`, nested or not) without the quote:
+    a paste-level decoration, taken off before a wrap or a double spacing inside the quote is undone."""
+    for _ in range(3):
+        texts = [r for r in raw if r.strip()]
+        if len(texts) < 2 or not all(r.startswith(">") for r in texts) or all(r.startswith(">>>") for r in texts):
+            return raw
+        raw = [r[2:] if r.startswith("> ") else r[1:] for r in raw]
+    return raw
+
+
 # A logger that stamps every write() rather than every line (ComfyUI's stdout hook, some notebook relays)
 # leaves its stamp inside lines where a print() was cut into several writes: `File <stamp>"x.py"<stamp>, line`.
 _CHUNK_STAMP = re.compile(rf"\[{_ISO}\]\s?|{_ISO}\s+-\s")
@@ -509,7 +520,7 @@ def raw_lines(text: str) -> list[str]:
     text = _unescape_html(text)
     if '{"' in text and ('"log"' in text or '"message"' in text or '"msg"' in text):
         text = _decode_json_lines(text)
-    raw = _unchunk(_undouble(_dedent(clean(text).split("\n"))))
+    raw = _unchunk(_undouble(_dedent(_unquote(_dedent(clean(text).split("\n"))))))
     return _rejoin_frames(_unwrap_width(raw))
 
 
