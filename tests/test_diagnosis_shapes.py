@@ -48,6 +48,9 @@ _PYTEST_SESSION = re.compile(r"^={3,} (?:test session starts|FAILURES|ERRORS|sho
                              re.MULTILINE)
 
 
+_UNITTEST_SECTION = re.compile(r"^(?:FAIL|ERROR): \w+ \(", re.MULTILINE)
+
+
 def _launcher(tag: Callable[[int], str], *, ranked: bool = True) -> Transform:
     def apply(text: str) -> str | None:
         if not _single_stream(text):
@@ -146,6 +149,7 @@ def _json_lines(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
+_FRAME_HEAD = re.compile(r'(?:^|\s)File "')
 _FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>.+)$')
 _CODE = re.compile(r"^    (?P<code>\S.*)$")
 _CARETS = re.compile(r"^\s*[\^~]+\s*$")
@@ -156,8 +160,10 @@ def _arrow(line: str) -> str:
     return "-" * max(0, 5 - len(line)) + "> " + line
 
 
-def _ipython(text: str) -> str | None:
-    """Every standard traceback of an unprefixed log re-printed as IPython 8 prints it in a notebook."""
+def _ipython(text: str, version: int = 8) -> str | None:
+    """Every standard traceback of an unprefixed log re-printed as IPython prints it in a notebook (8, or 7 before)."""
+    if _PYTEST_SESSION.search(text) or _UNITTEST_SECTION.search(text):
+        return None  # a test runner prints its tracebacks itself, in the standard format, also inside a notebook
     lines = _lines(text)
     out: list[str] = []
     converted = False
@@ -189,7 +195,10 @@ def _ipython(text: str) -> str | None:
         converted = True
         out += ["-" * 75, f"{exc['type']:<42}Traceback (most recent call last)"]
         for n, (file, line, func, code) in enumerate(frames):
-            if n == 0 and func == "<module>":
+            if version < 8:
+                where = "<ipython-input-5-3f1b2c4d5e6f>" if n == 0 and func == "<module>" else file
+                out += [f"{where} in {func}(*args, **kwargs)", f"{_arrow(line)} {code}".rstrip()]
+            elif n == 0 and func == "<module>":
                 out.append(f"Cell In[5], line {line}")
                 out += ["      1 import torch", f"{_arrow(line)} {code}"]
             else:
@@ -220,6 +229,18 @@ def _tqdm(text: str) -> str | None:
         return None
     lines[at] = _BAR + lines[at]
     return "\n".join(lines)
+
+
+def _newest_first(text: str) -> str | None:
+    """Lines in reverse order, as log viewers that list the newest line first (Datadog, Kibana) copy them.
+
+    Only for logs with a traceback whose header has its frames on the lines below: upside down, it tells the order
+    (a log of bare lines, or a traceback on one line, does not)."""
+    lines = _lines(text)
+    if not any(line.rstrip().endswith("Traceback (most recent call last):") and
+               any(_FRAME_HEAD.search(x) for x in lines[i + 1:i + 4]) for i, line in enumerate(lines)):
+        return None
+    return "\n".join(reversed(_lines(text.rstrip("\n")))) + "\n"
 
 
 def _double_spaced(text: str) -> str | None:
@@ -272,11 +293,13 @@ TRANSFORMS: dict[str, Transform] = {
     "nbsp-indent": _per_line(lambda i, line: "\u00a0" * (len(line) - len(line.lstrip(" "))) + line.lstrip(" ")),
     "byte-order-mark": lambda text: "\ufeff" + text,
     "ipython": _ipython,
+    "ipython7": lambda text: _ipython(text, 7),
     "wrap-80": _hard_wrap(80),
     "wrap-100": _hard_wrap(100),
     "wrap-120": _hard_wrap(120),
     "tqdm-glued": _tqdm,
     "double-spaced": _double_spaced,
+    "newest-first": _newest_first,
 }
 TRANSFORMS |= {
     "wrap-100+quote": _then(TRANSFORMS["wrap-100"], TRANSFORMS["markdown-quote"]),

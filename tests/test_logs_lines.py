@@ -220,3 +220,13 @@ def test_a_log_pasted_as_a_markdown_quote_is_unquoted_before_its_wrap_is_undone(
     quoted = "".join(f"> {t}\n" for t in ['  File "/w/m.py", line 3, in forward', message[:80], message[80:]])
     assert message in _texts(quoted)
     assert _texts("> a\n>\n> b\n>\n>\n>\n> c\n") == ["a", "b", "", "c", ""]
+
+
+def test_a_log_listed_newest_line_first_is_read_in_the_order_it_was_written() -> None:
+    forward = ["[rank1]: step 9", "[rank0]: Traceback (most recent call last):", "[rank1]: step 10",
+               '[rank0]:   File "/w/t.py", line 3, in <module>', "[rank0]:     main()", "[rank0]: ValueError: x"]
+    assert _texts("\n".join(reversed(forward)) + "\n")[:6] == ["step 9", "Traceback (most recent call last):",
+                                                                "step 10", '  File "/w/t.py", line 3, in <module>',
+                                                                "    main()", "ValueError: x"]
+    # A traceback cut before its frames is no evidence of order.
+    assert _texts("ValueError: x\nTraceback (most recent call last):\n")[0] == "ValueError: x"

@@ -514,13 +514,43 @@ def _undouble(raw: list[str]) -> list[str]:
     return out
 
 
+_TB_HEADER = "Traceback (most recent call last)"
+_FRAME_ISH = re.compile(r'File "|File \S+:\d+|Cell In\[|<ipython-input|\S\.py in \w|^\s*│')
+
+
+def _unreverse(raw: list[str]) -> list[str]:
+    """A log copied newest line first (log viewers such as Datadog or Kibana) in the order it was written.
+
+    Told by its tracebacks: upside down, a traceback's header has its frames above it, never below."""
+    forward = backward = 0
+    for i, r in enumerate(raw):
+        if _TB_HEADER not in r:
+            continue
+        # Another stream's line may sit between a header and its frames.
+        below = [x for x in raw[i + 1:i + 5] if x.strip()][:2]
+        above = [x for x in raw[max(0, i - 5):i] if x.strip()][-3:]
+        if any(_FRAME_ISH.search(x) for x in [r.split(_TB_HEADER, 1)[1], *below]):
+            forward += 1
+        elif any(_FRAME_ISH.search(x) for x in above):
+            backward += 1
+    if not backward or forward:
+        return raw
+    end = len(raw)
+    while end and not raw[end - 1].strip():
+        end -= 1
+    return raw[:end][::-1] + raw[end:]
+
+
 def raw_lines(text: str) -> list[str]:
     """The text's lines as the program wrote them, with what a paste or a collector did undone: HTML entities,
-    JSON log records, ANSI codes, line ends, an indented or double-spaced paste, per-write stamps, a hard wrap."""
+    JSON log records, ANSI codes, line ends, an indented, quoted or double-spaced paste, per-write stamps, a log
+    listed newest line first, a hard wrap."""
     text = _unescape_html(text)
     if '{"' in text and ('"log"' in text or '"message"' in text or '"msg"' in text):
         text = _decode_json_lines(text)
     raw = _unchunk(_undouble(_dedent(_unquote(_dedent(clean(text).split("\n"))))))
+    if _TB_HEADER in text:
+        raw = _unreverse(raw)
     return _rejoin_frames(_unwrap_width(raw))
 
 
