@@ -218,9 +218,19 @@ class LineModel:
         return text, parsed
 
     def line(self, index: int, raw: str) -> Line:
-        text, parsed = self.split(raw)
-        record = any(_KINDS[k].record and layer not in self.everywhere
-                     for k, layer in zip(parsed.kinds, _layers(parsed.kinds), strict=True))
+        return self.make(index, *self.split(raw))
+
+    def make(self, index: int, text: str, parsed: Parsed) -> Line:
+        """The Line of a split line."""
+        kinds = parsed.kinds
+        if not kinds:
+            record = False
+        elif len(kinds) == 1:
+            prefix = _KINDS[kinds[0]]
+            record = prefix.record and (prefix.rival or prefix.kind) not in self.everywhere
+        else:
+            record = any(_KINDS[k].record and layer not in self.everywhere
+                         for k, layer in zip(kinds, _layers(kinds), strict=True))
         return Line(index, parsed.rank, text.rstrip(), parsed.worker, parsed.level, record)
 
 
@@ -412,8 +422,10 @@ def _unquote(raw: list[str]) -> list[str]:
     """A log pasted as a Markdown quote (every non-blank line starting with `>`, nested or not) without the quote:
     a paste-level decoration, taken off before a wrap or a double spacing inside the quote is undone."""
     for _ in range(3):
+        if not all(r.startswith(">") for r in raw if r.strip()):
+            return raw
         texts = [r for r in raw if r.strip()]
-        if len(texts) < 2 or not all(r.startswith(">") for r in texts) or all(r.startswith(">>>") for r in texts):
+        if len(texts) < 2 or all(r.startswith(">>>") for r in texts):
             return raw
         raw = [r[2:] if r.startswith("> ") else r[1:] for r in raw]
     return raw
@@ -498,8 +510,7 @@ def _decode_json_lines(text: str) -> str:
 def _undouble(raw: list[str]) -> list[str]:
     """A log pasted double-spaced (a blank line after every line: some editors, chat clients) as written: where no
     two lines with text touch, every run of 2k+1 blank lines was k blank lines."""
-    texts = sum(1 for r in raw if r.strip())
-    if texts < 3 or any(raw[i].strip() and raw[i + 1].strip() for i in range(len(raw) - 1)):
+    if any(raw[i].strip() and raw[i + 1].strip() for i in range(len(raw) - 1)) or sum(1 for r in raw if r.strip()) < 3:
         return raw
     out: list[str] = []
     blanks = 0
@@ -523,9 +534,8 @@ def _unreverse(raw: list[str]) -> list[str]:
 
     Told by its tracebacks: upside down, a traceback's header has its frames above it, never below."""
     forward = backward = 0
-    for i, r in enumerate(raw):
-        if _TB_HEADER not in r:
-            continue
+    for i in [i for i, r in enumerate(raw) if _TB_HEADER in r]:
+        r = raw[i]
         # Another stream's line may sit between a header and its frames.
         below = [x for x in raw[i + 1:i + 5] if x.strip()][:2]
         above = [x for x in raw[max(0, i - 5):i] if x.strip()][-3:]
@@ -554,24 +564,24 @@ def raw_lines(text: str) -> list[str]:
     return _rejoin_frames(_unwrap_width(raw))
 
 
-def _unfold(lines: list[Line]) -> list[Line]:
+def _unfold(split: list[tuple[str, Parsed]]) -> list[tuple[str, Parsed]]:
     """Tracebacks flattened onto one line unfolded, the unfolded lines keeping the line's rank and worker."""
-    out: list[Line] = []
+    out: list[tuple[str, Parsed]] = []
     i = 0
-    while i < len(lines):
-        ln = lines[i]
-        text = ln.text
+    while i < len(split):
+        text, parsed = split[i]
         if "Traceback" in text and _FLAT_TB.search(text):
             # A flattened traceback is one logical line: a break between two letters is a paste's wrap.
-            while i + 1 < len(lines) and text[-1:].isalnum() and lines[i + 1].text[:1].isalnum() \
-                    and lines[i + 1].stream in (ln.stream, (None, None)):
-                text += lines[i + 1].text
+            text = text.rstrip()
+            while i + 1 < len(split) and text[-1:].isalnum() and split[i + 1][0][:1].isalnum() and \
+                    (split[i + 1][1].rank, split[i + 1][1].worker) in ((parsed.rank, parsed.worker), (None, None)):
+                text += split[i + 1][0].rstrip()
                 i += 1
-            for n, part in enumerate(unflatten(text)):
-                out.append(Line(len(out), ln.rank, part.rstrip(), ln.worker, ln.level, ln.record and not n))
+            # The unfolded lines continue the line's record: they start none.
+            rest = Parsed(parsed.rank, parsed.worker, parsed.level)
+            out.extend((part, parsed if not n else rest) for n, part in enumerate(unflatten(text)))
         else:
-            out.append(ln if ln.index == len(out) else Line(len(out), ln.rank, ln.text, ln.worker, ln.level,
-                                                             ln.record))
+            out.append(split[i])
         i += 1
     return out
 
@@ -580,10 +590,10 @@ def split_lines(text: str) -> list[Line]:
     """Every line of a text, normalised, with the model detected from the text itself."""
     raw = raw_lines(text)
     model = LineModel.detect(raw[:20_000])
-    lines = [model.line(i, r) for i, r in enumerate(raw)]
-    if "Traceback (most recent call last)" in text:
-        lines = _unfold(lines)
-    return demux(lines)
+    split = [model.split(r) for r in raw]
+    if "Traceback (most recent call last)" in text and any("Traceback" in t and _FLAT_TB.search(t) for t, _ in split):
+        split = _unfold(split)
+    return demux([model.make(i, t, parsed) for i, (t, parsed) in enumerate(split)])
 
 
 def iter_lines(path: Path, sample: int = 2_000, encoding: str = "utf-8") -> Iterator[Line]:
