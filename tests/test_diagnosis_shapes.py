@@ -210,9 +210,12 @@ def _ipython(text: str, version: int = 8) -> str | None:
 
 
 def _hard_wrap(width: int) -> Transform:
+    """A terminal's wrap at a fixed width. Only where it cuts lines twice or more: a single cut between two letters
+    is as likely a line broken on a space the paste lost (`... cuda:0 and` / `cpu! (when ...`), which the reader
+    must keep apart, as a word cut in two."""
     def apply(text: str) -> str | None:
         lines = _lines(text)
-        if not any(len(line) > width for line in lines):
+        if sum((len(line) - 1) // width for line in lines if line) < 2:
             return None
         return "\n".join(part for line in lines
                          for part in ([line[k:k + width] for k in range(0, len(line), width)] or [""]))

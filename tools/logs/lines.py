@@ -310,8 +310,8 @@ def _unwrap_width(raw: list[str]) -> list[str]:
     its next line starts with a single space (no line of a log does), or when the line ends in a space
     and the next cannot start a line of its own (below). The log counts as wrapped when
     most lines of that length break and there are 3 clear breaks, or 2 breaks of which one is clear,
-    or one clear break whose next line cannot start a line of its own (it starts in lower case or
-    with a digit or a space, and carries no prefix a log line starts with)."""
+    or one clear break that is not between two letters and whose next line cannot start a line of its
+    own (it starts in lower case, with a digit, a space or punctuation that goes on with a token)."""
     lengths = [len(r) for r in raw if r.strip()]
     if len(lengths) < 2:
         return raw
@@ -364,7 +364,10 @@ def _unwrap_width(raw: list[str]) -> list[str]:
     at_width = [i for i, r in enumerate(raw) if len(r) == width and not _RULE_END.search(r)]
     broken = [i for i in at_width if breaks(i)]
     evident = [i for i in broken if clear(i)]
-    single = len(broken) == 1 and evident and (continues(evident[0]) or _GOES_ON.match(raw[evident[0] + 1]))
+    # One break alone: not between two words' letters (`...cuda:0 and` / `cpu! (when`), which is as often a line
+    # broken on a space the paste lost (the message then goes on after a space) as a word cut in two.
+    single = len(broken) == 1 and evident and not (raw[evident[0]][-1].isalnum() and raw[evident[0] + 1][0].isalnum()) \
+        and (continues(evident[0]) or _GOES_ON.match(raw[evident[0] + 1]) or raw[evident[0]][-1] in _OPENS)
     if len(broken) < 0.5 * len(at_width) or not (len(evident) >= 3 or (len(broken) >= 2 and evident) or single):
         return raw
     joined: list[str] = []
