@@ -330,3 +330,12 @@ def test_backticks_around_each_pasted_line_are_not_the_message(tmp_path: Path) -
              "model is torch.Size([255, 1024, 1, 1]).\n")
     marked = "".join(f"\t`{line.strip()}`\n" for line in plain.splitlines())
     assert diagnose_text(marked, tmp_path).signature == diagnose_text(plain, tmp_path).signature
+
+
+def test_unittests_fail_report_makes_its_assertion_a_test_failure(tmp_path: Path) -> None:
+    log = ("test_set (__main__.TestOps) ... FAIL\n======\nFAIL: test_set (__main__.TestOps)\n------\n"
+           "Traceback (most recent call last):\n  File \"/t/test_ops.py\", line 3, in test_set\n"
+           "    self.check(a, 6)\n  File \"/t/utils.py\", line 9, in check\n    assert a <= 1e-05\n"
+           "AssertionError: 1 not less than or equal to 1e-05\n")
+    assert diagnose_text(log, tmp_path).category == "test_failure"
+    assert diagnose_text("FAIL: test_set (__main__.TestOps)\n", tmp_path).category == "test_failure"

@@ -98,6 +98,7 @@ def parse_pytest(lines: list[Line], text: str, chain_base: int) -> PytestResult:
     chain = chain_base
     section: list[Line] | None = None
     sections: list[list[Line]] = []
+    unittest_fails: list[tuple[int, str]] = []
     for line in lines:
         t = line.text
         s = _SUMMARY.match(t)
@@ -108,7 +109,10 @@ def parse_pytest(lines: list[Line], text: str, chain_base: int) -> PytestResult:
                 result.summary_messages[s.group("id")] = s.group("msg")
         u = _UNITTEST.match(t)
         if u:
+            result.detected = True  # unittest's report: what failed inside it failed in a test
             _add(result.failed, f"{u.group('where')}")
+            if u.group(1) == "FAIL":
+                unittest_fails.append((line.index, f"{u.group('where')}.{u.group('name')}"))
         if _HEADER.match(t):
             if section:
                 sections.append(section)
@@ -138,5 +142,11 @@ def parse_pytest(lines: list[Line], text: str, chain_base: int) -> PytestResult:
             line = next((ln.index for ln in lines if ln.text.startswith(("FAILED " + node, "ERROR " + node))), 0)
             result.errors.append(FoundError(type=exc_type, message=message, line=line, chain=chain,
                                             source="pytest", start=line, end=line))
+            chain += 1
+    if not result.errors and "Traceback (most recent call last)" not in text:
+        # unittest's FAIL header without the traceback under it: an assertion of the test failed.
+        for index, test in unittest_fails:
+            result.errors.append(FoundError(type="AssertionError", message=f"{test} failed", line=index, chain=chain,
+                                            source="pytest", start=index, end=index))
             chain += 1
     return result
