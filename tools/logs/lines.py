@@ -13,8 +13,14 @@ Ambiguous prefixes (a bare `0: `, a `> ` quote, `[12] ` line numbers, `stdout: `
 only count when most lines carry them: `LineModel.detect` learns which from a sample, so a
 streaming reader detects on the head of a file and applies the model to the rest.
 
-API: `clean`, `Line`, `LineModel` (`detect`, `split`), `split_lines`, `iter_lines`,
-`unflatten`.
+Before any of that, `raw_lines` undoes what a paste or a collector did to the whole text (HTML
+entities, JSON log records, an indented, quoted or double-spaced paste, newest-first order, a
+terminal's hard wrap); after it, tracebacks flattened onto one line are unfolded, keeping the
+line's rank. tests/test_diagnosis_shapes.py checks that every such shape keeps a corpus log's
+diagnosis.
+
+API: `clean`, `raw_lines`, `Line`, `LineModel` (`detect`, `split`, `make`), `split_lines`,
+`iter_lines`, `unflatten`.
 """
 
 from __future__ import annotations
