@@ -73,12 +73,12 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("host", r"^(?P<worker>[A-Za-z][\w]*(?:[-.][\w]+)*[-.][\w]*\d): ", always=False),
     # Timestamps and collectors (a stamp may end the line: a blank line of a stamped log, trailing space trimmed).
     _p("syslog", rf"^[A-Z][a-z]{{2}} [ \d]\d {_TIME}(?: [\w.\-]+ [\w.\-/]+(?:\[\d+\])?:)?(?:\s|$)", record=True),
-    # journalctl -o short-iso: `<stamp> <host> <process>[<pid>]: `.
-    _p("journal", rf"^{_ISO} [\w.\-]+ [\w.\-/]+\[\d+\]:(?:\s|$)", record=True),
-    # CRI (containerd, CRI-O) log files: `<stamp> stderr F <line>`.
-    _p("cri", rf"^{_ISO} std(?:out|err) [FP](?:\s|$)"),
     _p("iso-dash", rf"^\[?{_ISO}\]?:?\s+-(?:\s|$)", always=False, record=True, rival="iso"),
     _p("iso", rf"^\[?{_ISO}\]?:?(?:\s|$)", record=True),
+    # What follows a stamp: journalctl -o short-iso's `<host> <process>[<pid>]: `, a CRI (containerd, CRI-O) log
+    # file's `stderr F `.
+    _p("journal", r"^[\w.\-]+ [\w.\-/]+\[\d+\]:(?:\s|$)", always=False),
+    _p("cri", r"^std(?:out|err) [FP](?:\s|$)"),
     _p("iso-minutes", r"^ ?\d{4}-\d\d-\d\d \d\d:\d\d ", record=True),
     _p("time", rf"^\[?{_TIME}\]?\s", always=False, record=True),
     _p("lineno", r"^\[\d+\] ", always=False),
@@ -100,14 +100,18 @@ PREFIXES: tuple[Prefix, ...] = (
 _KINDS = {p.kind: p for p in PREFIXES}
 
 
+_FAMILY = {p.kind: p.rival or p.kind for p in PREFIXES}
+
+
 def _layers(kinds: list[str]) -> list[str]:
     """A line's prefixes as layers: rivals as one kind, a kind's second use tagged (`iso#2`: a collector's stamp and
     the program's own are two layers, each decoration or record start on its own)."""
     out: list[str] = []
+    seen: dict[str, int] = {}
     for kind in kinds:
-        family = _KINDS[kind].rival or kind
-        n = sum(1 for k in out if k.split("#")[0] == family)
-        out.append(family if not n else f"{family}#{n + 1}")
+        family = _FAMILY[kind]
+        n = seen[family] = seen.get(family, 0) + 1
+        out.append(family if n == 1 else f"{family}#{n}")
     return out
 _GLOG_LEVEL = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _MAX_PEEL = 8
@@ -147,17 +151,17 @@ class Parsed:
 
 
 @lru_cache(maxsize=32)
-def _combined(allowed: frozenset[str] | None) -> tuple[re.Pattern[str], dict[int, tuple[str, ...]]]:
+def _combined(allowed: frozenset[str] | None) -> tuple[re.Pattern[str], dict[int, tuple[tuple[str, str], ...]]]:
     """All usable prefixes as one alternation (one match per peel); alternative i is group `p<i>`, its
     named groups `g<i>_<name>`."""
     parts: list[str] = []
-    names: dict[int, tuple[str, ...]] = {}
+    names: dict[int, tuple[tuple[str, str], ...]] = {}
     for i, prefix in enumerate(PREFIXES):
         if not prefix.always and allowed is not None and prefix.kind not in allowed:
             continue
         body = re.sub(r"\(\?P<(\w+)>", lambda m, i=i: f"(?P<g{i}_{m.group(1)}>", prefix.pattern.pattern)
         parts.append(f"(?P<p{i}>{body})")
-        names[i] = tuple(prefix.pattern.groupindex)
+        names[i] = tuple((name, f"g{i}_{name}") for name in prefix.pattern.groupindex)
     return re.compile("|".join(parts)), names
 
 
@@ -175,7 +179,7 @@ def _peel(line: str, allowed: frozenset[str] | None) -> tuple[str, Parsed]:
         # bare `0: ` is content.
         if prefix.kind == "srun" and (parsed.rank is not None or "srun" in parsed.kinds):
             break
-        groups = {name: m.group(f"g{i}_{name}") for name in names[i]}
+        groups = {name: m.group(group) for name, group in names[i]}
         if groups.get("rank") is not None and parsed.rank is None:
             parsed.rank = int(groups["rank"])
         if prefix.kind == "worker":
