@@ -51,14 +51,10 @@ _PYTEST_SESSION = re.compile(r"^={3,} (?:test session starts|FAILURES|ERRORS|sho
 _UNITTEST_SECTION = re.compile(r"^(?:FAIL|ERROR): \w+ \(", re.MULTILINE)
 
 
-def _launcher(tag: Callable[[int], str], *, ranked: bool = True) -> Transform:
+def _launcher(tag: Callable[[int], str]) -> Transform:
     def apply(text: str) -> str | None:
         if not _single_stream(text):
             return None  # tagging every line with one rank would merge the log's streams: a different log
-        if ranked and _PYTEST_SESSION.search(text):
-            # Known gap, outside the line model: the engine reads a pytest session from unranked lines only
-            # (engine._collect), so a session whose every line carries a rank tag is not read as one.
-            return None
         return _per_line(lambda i, line: f"{tag(i)}{line}")(text)
     return apply
 
@@ -269,11 +265,11 @@ TRANSFORMS: dict[str, Transform] = {
     "rank-tag": _launcher(lambda i: "[rank0]:"),
     "default-tag": _launcher(lambda i: "[default0]:"),
     "srun-label": _launcher(lambda i: "0: "),
-    "ray-worker": _launcher(lambda i: "(RayTrainWorker pid=123, ip=10.0.0.2) ", ranked=False),
-    "compose-service": _launcher(lambda i: "trainer-1  | ", ranked=False),
-    "kubectl-prefix": _launcher(lambda i: "[pod/trainer-0/trainer] ", ranked=False),
+    "ray-worker": _launcher(lambda i: "(RayTrainWorker pid=123, ip=10.0.0.2) "),
+    "compose-service": _launcher(lambda i: "trainer-1  | "),
+    "kubectl-prefix": _launcher(lambda i: "[pod/trainer-0/trainer] "),
     "mpirun-tag": _launcher(lambda i: "[1,0]<stderr>:"),
-    "pdsh-host": _launcher(lambda i: "worker-3: ", ranked=False),
+    "pdsh-host": _launcher(lambda i: "worker-3: "),
     "iso-stamp": _per_line(_iso),
     "syslog-stamp": _per_line(_syslog),
     "journalctl-iso": _per_line(lambda i, line: f"2024-03-04T07:21:{10 + i % 50:02}+0000 node3 python[2231]: {line}"),

@@ -142,7 +142,9 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
         found = list(parse_tracebacks(stream, chain_base))
         errors.extend(found)
         chain_base = max([chain_base, *[e.chain + 1 for e in found]])
-    pytest = parse_pytest([ln for ln in lines if ln.rank is None], text, chain_base + 1000)
+    unranked = [ln for ln in lines if ln.rank is None]
+    # A test session run under a launcher carries its rank tag on every line: read it as it is.
+    pytest = parse_pytest(unranked if any(ln.text.strip() for ln in unranked) else lines, text, chain_base + 1000)
     errors.extend(pytest.errors)
     consumed: set[int] = set()
     for error in errors:
