@@ -233,3 +233,12 @@ def test_a_log_listed_newest_line_first_is_read_in_the_order_it_was_written() ->
                                                                 "    main()", "ValueError: x"]
     # A traceback cut before its frames is no evidence of order.
     assert _texts("ValueError: x\nTraceback (most recent call last):\n")[0] == "ValueError: x"
+
+
+def test_a_viewers_line_number_gutter_is_removed_but_a_step_table_is_kept() -> None:
+    log = "".join(f"{337 + i}{line}\n" for i, line in enumerate(
+        ["test_a (__main__.T) ... ok", "test_set (__main__.T) ... FAIL", "", "=" * 20, "FAIL: test_set (__main__.T)"]))
+    assert _texts(log)[:5] == ["test_a (__main__.T) ... ok", "test_set (__main__.T) ... FAIL", "", "=" * 20,
+                               "FAIL: test_set (__main__.T)"]
+    table = "".join(f"{step} loss {0.5 - step / 100:.3f}\n" for step in range(1, 8))
+    assert _texts(table)[0] == "1 loss 0.490"

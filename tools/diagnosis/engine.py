@@ -55,7 +55,7 @@ _CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2
 _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
 _SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*[A-Z]\w*)(?::\s+(?P<msg>.+))?$")
+_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*_*[A-Z]\w*)(?::\s+(?P<msg>.+))?$")
 _PYTEST_E = re.compile(r"^\s*E\s\s")
 _BARE_SUFFIXES = ("Error", "Exception", "Unsupported", "Timeout", "Failure", "Interrupt", "Abort")
 

@@ -30,6 +30,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
@@ -564,6 +565,26 @@ def _unreverse(raw: list[str]) -> list[str]:
     return raw[:end][::-1] + raw[end:]
 
 
+_GUTTER = re.compile(r"^(\d{1,7})(?=\D|$)")
+
+
+def _ungutter(raw: list[str]) -> list[str]:
+    """A log copied from a viewer with its line-number gutter (`337test_x ... ok`, `341` for a blank line): the
+    numbers removed. A gutter numbers (nearly) every line consecutively and glues to the text or stands alone,
+    which a step table's first column does not."""
+    nums = [(i, int(m.group(1)), m.end()) for i, r in enumerate(raw) if (m := _GUTTER.match(r))]
+    if len(nums) < 5 or len(nums) < 0.8 * sum(1 for r in raw if r.strip()):
+        return raw
+    consecutive = sum(b[1] == a[1] + 1 and b[0] == a[0] + 1 for a, b in pairwise(nums))
+    glued = sum(raw[i][end:end + 1].isalpha() or not raw[i][end:].strip() for i, _, end in nums)
+    if consecutive < 0.9 * (len(nums) - 1) or glued < 0.2 * len(nums):
+        return raw
+    out = list(raw)
+    for i, _, end in nums:
+        out[i] = raw[i][end:]
+    return out
+
+
 def raw_lines(text: str) -> list[str]:
     """The text's lines as the program wrote them, with what a paste or a collector did undone: HTML entities,
     JSON log records, ANSI codes, line ends, an indented, quoted or double-spaced paste, per-write stamps, a log
@@ -571,7 +592,7 @@ def raw_lines(text: str) -> list[str]:
     text = _unescape_html(text)
     if '{"' in text and ('"log"' in text or '"message"' in text or '"msg"' in text):
         text = _decode_json_lines(text)
-    raw = _unchunk(_undouble(_dedent(_unquote(_dedent(clean(text).split("\n"))))))
+    raw = _unchunk(_undouble(_dedent(_unquote(_dedent(_ungutter(clean(text).split("\n")))))))
     if _TB_HEADER in text:
         raw = _unreverse(raw)
     return _rejoin_frames(_unwrap_width(raw))
