@@ -339,3 +339,11 @@ def test_unittests_fail_report_makes_its_assertion_a_test_failure(tmp_path: Path
            "AssertionError: 1 not less than or equal to 1e-05\n")
     assert diagnose_text(log, tmp_path).category == "test_failure"
     assert diagnose_text("FAIL: test_set (__main__.TestOps)\n", tmp_path).category == "test_failure"
+
+
+def test_a_traceback_with_blank_lines_between_frames_keeps_its_frames(tmp_path: Path) -> None:
+    log = ("Traceback (most recent call last):\n\n  File \"E:\\w\\train.py\", line 367, in <module>\n    main()\n\n"
+           "  File \"E:\\w\\model.py\", line 99, in forward\n    mu = self.mu(h)\n\n"
+           "RuntimeError: mat1 and mat2 shapes cannot be multiplied (61x230400 and 256x100)\n")
+    d = diagnose_text(log, tmp_path)
+    assert [f.function for f in d.frames] == ["<module>", "forward"] and d.category == "shape_mismatch"

@@ -105,6 +105,9 @@ def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
         if _REPEATED.match(text):
             j += 1
             continue
+        if not text.strip() and j + 1 < n and FRAME.match(lines[j + 1].text):
+            j += 1  # Spyder and some notebooks print a blank line between frames
+            continue
         break
     return frames, j
 
