@@ -347,3 +347,48 @@ def test_a_traceback_with_blank_lines_between_frames_keeps_its_frames(tmp_path: 
            "RuntimeError: mat1 and mat2 shapes cannot be multiplied (61x230400 and 256x100)\n")
     d = diagnose_text(log, tmp_path)
     assert [f.function for f in d.frames] == ["<module>", "forward"] and d.category == "shape_mismatch"
+
+
+def test_an_error_raised_while_ranks_meet_is_a_rendezvous_failure(tmp_path: Path) -> None:
+    log = ("Traceback (most recent call last):\n"
+           '  File "C:\\venv\\lib\\site-packages\\torch\\distributed\\elastic\\rendezvous\\static_tcp_rendezvous.py",'
+           " line 67, in next_rendezvous\n    self._store = TCPStore(\n"
+           "RuntimeError: use_libuv was requested but PyTorch was build without a transport\n")
+    assert diagnose_text(log, tmp_path).category == "distributed_error"
+
+
+def test_a_windows_access_violation_exit_status_is_a_crash(tmp_path: Path) -> None:
+    log = ("subprocess.CalledProcessError: Command '['C:\\\\py\\\\python.exe', 'train.py', '--cfg', 'a.toml']' "
+           "returned non-zero exit status 3221225477.\n18:52:24-907213 INFO     Training has ended.\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "crash" and "Training has ended" not in d.signature
+
+
+def test_nan_found_in_any_named_tensor_is_non_finite(tmp_path: Path) -> None:
+    log = "NaN found in latents, replacing with zeros\nsteps: 2/2400 [00:03, avr_loss=0.1072]\n" * 3
+    assert diagnose_text(log, tmp_path).category == "nonfinite"
+
+
+def test_a_native_extensions_missing_symbol_is_named_by_the_extension(tmp_path: Path) -> None:
+    def missing(where: str, symbol: str) -> str:
+        return diagnose_text(f"ImportError: {where}/flash_attn_2_cuda.cpython-311-x86_64-linux-gnu.so: undefined "
+                             f"symbol: {symbol}\n", tmp_path).signature
+    a = missing("/home/a/env/lib/python3.11/site-packages", "_ZN2at4_ops5zeros4callEN3c108ArrayRef")
+    b = missing("/srv/neox/.venv/lib/python3.8/site-packages", "_ZN3c104cuda20CUDACachingAllocator9allocatorE")
+    assert a == b and "flash_attn_2_cuda" in a
+    assert a != diagnose_text("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or "
+                              "directory\n", tmp_path).signature
+
+
+def test_a_windows_path_with_spaces_is_one_path(tmp_path: Path) -> None:
+    def nan(path: str) -> str:
+        return diagnose_text(f"RuntimeError: NaN detected in latents: {path}\n", tmp_path).signature
+    assert nan("D:\\lora data\\img\\120_k\\press-event-2021-photo-0047.jpg") == nan("H:\\train\\10_a woman\\IMG_1.jpg")
+
+
+def test_a_stall_of_the_first_collective_is_not_a_stall_after_training_ran(tmp_path: Path) -> None:
+    def stall(seq: int) -> str:
+        return diagnose_text(f"[rank1]:[E502 14:11:47.3 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective "
+                             f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=BROADCAST, NumelIn=1, NumelOut=1, "
+                             "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n", tmp_path).signature
+    assert stall(1) != stall(4084) and stall(4084) == stall(17)

@@ -242,3 +242,12 @@ def test_a_viewers_line_number_gutter_is_removed_but_a_step_table_is_kept() -> N
                                "FAIL: test_set (__main__.T)"]
     table = "".join(f"{step} loss {0.5 - step / 100:.3f}\n" for step in range(1, 8))
     assert _texts(table)[0] == "1 loss 0.490"
+
+
+def test_pipes_around_the_level_after_a_stamp_are_a_logger_prefix() -> None:
+    lines = split_lines("2024-04-11 09:15:09 | ERROR | stderr | RuntimeError: Error(s) in loading state_dict for M:\n"
+                        "2024-04-11 09:15:09 | ERROR | stderr | \tsize mismatch for w: copying a param\n"
+                        "2024-05-01 10:00:00.123 | ERROR    | trainer.main:run:42 - CUDA out of memory\n")
+    assert [ln.text for ln in lines][:3] == ["RuntimeError: Error(s) in loading state_dict for M:",
+                                         "\tsize mismatch for w: copying a param", "CUDA out of memory"]
+    assert {ln.level for ln in lines[:3]} == {"ERROR"}

@@ -35,6 +35,13 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b\d+(?:x\d+)+\b", "<shape>"),
         (r"\b\d+(?:\.\d+)?\s?(?:[KMGTP]i?B|bytes|B)\b", "<size>"),
         (r"\b\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?\b", "<time>"),
+        # A native extension is named by its library (`flash_attn_2_cuda`), not where it was installed; which C++
+        # symbol it misses depends on the two versions that disagree, the mismatch is the failure.
+        (r"(?<![\w])(?:[A-Za-z]:)?(?:[/\\][\w.\-@+~ ]+)*[/\\]([A-Za-z_][\w\-]*?)(?:\.cpython[\w\-]*|\.abi3)?"
+         r"\.(?:so|pyd|dll)(?:\.[\d.]+)?\b", r"<lib \1>"),
+        (r"\b_Z[A-Za-z0-9_]{6,}", "<symbol>"),
+        # A Windows path may hold spaces in its folders (`D:\lora data\img\a.jpg`).
+        (r"(?<![\w])[A-Za-z]:[\\/](?:[^\\/'\"\n,;()<>|]*[\\/])+[^\\/'\"\n,;()<>| ]*", "<path>"),
         (r"(?<![\w])(?:\.{1,2}|~|[A-Za-z]:)?(?:[/\\][\w.\-@+~]+){2,}[/\\]?", "<path>"),
         (r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b", "<addr>"),
         (r"\[[0-9a-fA-F:]+\]:\d+", "<addr>"),

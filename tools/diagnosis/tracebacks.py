@@ -136,7 +136,8 @@ def message_lines(lines: list[Line], j: int, first: str, limit: int = 40) -> tup
             # Frames right after a message belong to it: a worker's traceback a wrapper embeds (Ray).
             return "\n".join(parts).strip(), j, len(parts) > 0
 
-        if _LOG_RECORD.match(text) or lines[j].record:
+        # A logger relaying stderr makes every line a record: an indented one still continues the message.
+        if _LOG_RECORD.match(text) or (lines[j].record and not text[:1].isspace()):
             break
         parts.append(text.strip() if not text.startswith("\t") else text.rstrip())
         blank_ok = False

@@ -81,7 +81,8 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("journal", r"^[\w.\-]+ [\w.\-/]+\[\d+\]:(?:\s|$)", always=False),
     _p("cri", r"^std(?:out|err) [FP](?:\s|$)"),
     _p("iso-minutes", r"^ ?\d{4}-\d\d-\d\d \d\d:\d\d ", record=True),
-    _p("time", rf"^\[?{_TIME}\]?\s", always=False, record=True),
+    # rich's and loguru's clocks may write the fraction after a dash (`18:52:24-907213 INFO`).
+    _p("time", rf"^\[?(?:{_TIME}|\d\d:\d\d:\d\d-\d+)\]?\s", always=False, record=True),
     _p("lineno", r"^\[\d+\] ", always=False),
     _p("quote", r"^> ?", always=False),
     _p("relay", r"^\[std(?:out|err)\]\s?|^std(?:out|err): ", always=False),
@@ -93,6 +94,8 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("bracket-level", rf"^\[{LEVELS}\](?:\[[\w.\-]+\])?\s*(?:-\s)?", record=True),
     _p("bracket-name", r"^\[(?:titan|torchtitan|accelerate[\w.]*|lightning[\w.]*|transformers[\w.]*)\]\s?",
        record=True),
+    # After a stamp, pipes around the level: FastChat's `| ERROR | stderr | `, loguru's `| ERROR    | mod:fn:42 - `.
+    _p("pipe-level", rf"^\|\s*{LEVELS}\s*\|\s*[\w.:<>\-]+(?:\s*\|\s?|\s+-\s)", record=True),
     _p("dash-level", rf"^(?:-\s+)?(?:[\w.\-<>]+ - )?{LEVELS} - ", record=True),
     _p("colon-level", rf"^{LEVELS}:(?:[\w.\-]+:)?(?=\S)", record=True),
     # Not pytest's `ERROR tests/t.py::test - ...` summary nor unittest's `ERROR: test_x (mod.Class)`.
