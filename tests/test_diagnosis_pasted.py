@@ -392,3 +392,24 @@ def test_a_stall_of_the_first_collective_is_not_a_stall_after_training_ran(tmp_p
                              f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=BROADCAST, NumelIn=1, NumelOut=1, "
                              "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n", tmp_path).signature
     assert stall(1) != stall(4084) and stall(4084) == stall(17)
+
+
+def test_a_cuda_error_the_nccl_watchdog_logged_is_the_cause_of_its_terminate(tmp_path: Path) -> None:
+    log = ("[rank3]:[E416 13:29:57.3 ProcessGroupNCCL.cpp:2057] [PG ID 2 PG GUID 3 Rank 3] Process group watchdog "
+           "thread terminated with exception: CUDA error: an illegal memory access was encountered\n"
+           "frame #5: c10d::ProcessGroupNCCL::watchdogHandler() + 0x69a (0x7f2b in libtorch_cuda.so)\n\n"
+           "terminate called after throwing an instance of 'c10::DistBackendError'\n")
+    assert diagnose_text(log, tmp_path).category == "cuda_error"
+
+
+def test_a_pasted_message_alone_is_categorised_by_its_words(tmp_path: Path) -> None:
+    line = ("  Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1! "
+            "(when checking argument for argument index in method wrapper_CUDA_scatter__value)\n")
+    assert diagnose_text(line, tmp_path).category == "device_mismatch"
+    counters = "".join(f"iteration {i} | lm_loss: 2.2 | number of nan iterations: 0 |\n" for i in range(6))
+    assert diagnose_text(counters, tmp_path).category == "python_exception"
+
+
+def test_a_trainers_spike_detector_names_a_gradient_explosion(tmp_path: Path) -> None:
+    log = "".join(f"WARNING - Step {1562 + i}: detected nan/inf/spiky gradient (norm=2.31)\n" for i in range(3))
+    assert diagnose_text(log, tmp_path).category == "gradient_explosion"

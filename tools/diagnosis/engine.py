@@ -193,8 +193,9 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
                                      rank=failure.rank, chain=chain, source="report", template=f"signal {name}",
                                      category=category, start=failure.line, end=failure.line + 8))
             chain += 1
-    if not any(e.category or not (e.type == "IncompleteTraceback" or _WRAPPERS.search(e.type) or
-                                  e.source == "template") for e in errors):
+    # Logged ERROR lines are evidence when nothing raised says more than a wrapper, an uncategorised template or
+    # a communication failure (a CUDA error logged by the NCCL watchdog before its terminate is the cause).
+    if all(_says_little(e) for e in errors):
         for error in _logged_errors(lines, consumed):
             error.chain = chain
             chain += 1
@@ -213,6 +214,14 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
 
 
 _IGNORED = re.compile(r"^\s*Exception ignored in\b")
+
+
+def _says_little(error: FoundError) -> bool:
+    if error.type == "IncompleteTraceback" or _WRAPPERS.search(error.type):
+        return True
+    if error.source == "template" and not error.category:
+        return True
+    return categorise(error, False) in _SECONDARY_CATEGORIES - {"hang"}
 
 
 def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
@@ -473,6 +482,12 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     chosen = _choose(errors, in_test, report)
     error, category = chosen if chosen else (None, "python_exception")
     said_line = _last_error_line(lines) if error is None and not timed_out and not signal else ""
+    if error is None and not timed_out and not signal and not said_line:
+        # A paste of the message alone, without a type or an error word: its last lines may still name the failure.
+        said = [ln.text.strip() for ln in lines if ln.text.strip()]
+        tail = said if len(said) <= 3 else []
+        said_line = next((t for t in reversed(tail)
+                          if categorise(FoundError(type="", message=t, line=-1), in_test) not in GENERIC), "")
     if said_line:
         # No exception parsed (a report form, a paste without the traceback): the last error line's words still
         # name a specific failure ("Expected all tensors to be on the same device") when the rules know them.

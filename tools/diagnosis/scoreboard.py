@@ -7,7 +7,7 @@ type (the label's `exception_type`, else the diagnosed one) and belong to one ca
 near miss: they must not share one. Labels may name near misses explicitly instead: logs sharing
 a `near_miss` key (and not a group) are the set's only near-miss pairs.
 
-    python -m tools.diagnosis.scoreboard [FOLDER ...]   (default: the corpus and heldout/)
+    python -m tools.diagnosis.scoreboard [FOLDER ...]   (default: the corpus, heldout/ and retired/batch*)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tools.diagnosis.engine import diagnose_file
 from tools.diagnosis.models import Diagnosis
 
 LOGS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "logs"
-DEFAULT_SETS = (LOGS, LOGS / "heldout")
+DEFAULT_SETS = (LOGS, LOGS / "heldout", *sorted((LOGS / "retired").glob("batch*")))
 
 
 @dataclass
@@ -136,7 +136,8 @@ def table(scores: list[Score]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.diagnosis.scoreboard", description=__doc__.split("\n")[0])
     parser.add_argument("folders", nargs="*", type=Path, metavar="FOLDER",
-                        help="labelled sets (a folder with logs and labels.yaml); default: the corpus and heldout/")
+                        help="labelled sets (a folder with logs and labels.yaml); default: the corpus, heldout/ "
+                             "and the retired batches")
     parser.add_argument("-v", "--verbose", action="store_true", help="name every miss and every pair that disagrees")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     missing = [f for f in args.folders if not (f / "labels.yaml").is_file()]

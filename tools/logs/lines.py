@@ -87,7 +87,7 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("quote", r"^> ?", always=False),
     _p("relay", r"^\[std(?:out|err)\]\s?|^std(?:out|err): ", always=False),
     # Logger formats (they keep the level).
-    _p("glog", rf"^\[?(?P<glevel>[IWEF])\d{{4}} {_TIME}\s+(?:\d+ )?[\w.\-/]+:\d+\]\s?", record=True),
+    _p("glog", rf"^\[?(?P<glevel>[IWEF])\d{{3,4}} {_TIME}\s+(?:\d+ )?[\w.\-/]+:\d+\]\s?", record=True),
     _p("vllm", rf"^{LEVELS} \d\d-\d\d {_TIME} (?:\[[\w.\-]+:\d+\]|[\w.\-]+:\d+\]) ", record=True),
     _p("hf", rf"^\[{LEVELS}\|[\w.\-]+:\d+\] (?:{_ISO} )?>> ", record=True),
     _p("deepspeed", rf"^\[{LEVELS}\] \[[\w.\-]+:\d+:\w+\] ", record=True),
