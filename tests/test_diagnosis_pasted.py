@@ -413,3 +413,17 @@ def test_a_pasted_message_alone_is_categorised_by_its_words(tmp_path: Path) -> N
 def test_a_trainers_spike_detector_names_a_gradient_explosion(tmp_path: Path) -> None:
     log = "".join(f"WARNING - Step {1562 + i}: detected nan/inf/spiky gradient (norm=2.31)\n" for i in range(3))
     assert diagnose_text(log, tmp_path).category == "gradient_explosion"
+
+
+def test_keys_that_differ_only_by_a_wrappers_prefix_name_that_wrapper(tmp_path: Path) -> None:
+    def load(missing: list[str], unexpected: list[str], model: str = "Net") -> str:
+        quoted = ", ".join(f'"{k}"' for k in missing), ", ".join(f'"{k}"' for k in unexpected)
+        return diagnose_text(f"RuntimeError: Error(s) in loading state_dict for {model}:\n\tMissing key(s) in "
+                             f"state_dict: {quoted[0]}.\n\tUnexpected key(s) in state_dict: {quoted[1]}.\n",
+                             tmp_path).signature
+    keys = ["conv1.weight", "conv1.bias", "fc.weight"]
+    saved_wrapped = load(keys, [f"module.{k}" for k in keys])
+    loaded_wrapped = load([f"module.data_bn.{k}" for k in keys], [f"data_bn.{k}" for k in keys], "DataParallel")
+    assert saved_wrapped == loaded_wrapped and "wrapper-prefix module" in saved_wrapped
+    assert load(keys, [f"_orig_mod.{k}" for k in keys]) != saved_wrapped
+    assert "wrapper-prefix" not in load(keys, ["head.weight", "head.bias"])

@@ -420,7 +420,35 @@ def _in_root(root: Path, name: str) -> bool:
     return any(next(iter(root.glob(pattern)), None) for pattern in (name, f"*/{name}", f"*/*/{name}"))
 
 
+_KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
+_WRAPPER_PREFIX = re.compile(r"^(?:module|_orig_mod|_fsdp_wrapped_module|model|base_model\.model)\.")
+
+
+def _wrapper_prefix_mismatch(message: str) -> str | None:
+    """The wrapper's prefix (DataParallel's `module`, torch.compile's `_orig_mod`) when the missing and the
+    unexpected keys are one set up to it: the checkpoint was saved from, or is loaded into, a wrapped model."""
+    lists: dict[str, set[str]] = {}
+    prefixes: dict[str, int] = {}
+    for kind, keys in _KEY_LIST.findall(message[:20_000]):
+        names = set()
+        for key in re.findall(r'"([^"]*)"', keys)[:200]:
+            m = _WRAPPER_PREFIX.match(key)
+            if m:
+                prefixes[m.group(0)[:-1]] = prefixes.get(m.group(0)[:-1], 0) + 1
+            names.add(key[m.end():] if m else key)
+        lists[kind] = names
+    missing, unexpected = lists.get("Missing"), lists.get("Unexpected")
+    if not missing or not unexpected or not prefixes:
+        return None
+    if len(missing & unexpected) < 0.8 * min(len(missing), len(unexpected)):
+        return None
+    return max(prefixes, key=prefixes.__getitem__)
+
+
 def _error_signature(error: FoundError, root: Path) -> str:
+    prefix = _wrapper_prefix_mismatch(error.message)
+    if prefix:
+        return sig.build(f"state-dict wrapper-prefix {prefix}", "", frame_names.signature_frames(error.frames, root))
     if error.template:
         template = error.template
         if template.startswith("fatal-python-error") and error.frames and error.frames[-1].function:
