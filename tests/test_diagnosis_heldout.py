@@ -26,9 +26,9 @@ LOGS = Path(__file__).parent / "fixtures" / "logs"
 HELDOUT = LOGS / "heldout"
 RETIRED = sorted((LOGS / "retired").glob("batch*"))
 # Lower limits: category accuracy, same-bug pairs sharing a signature, near misses split (or told apart only by
-# the reporters' own frames). The held-out pair limits guard today's level (batch 7: 9/11 pairs, 10/13 near
-# misses); issue 14's targets (90% of same-bug pairs, every near miss split) are not met yet.
-LIMITS = {"heldout": (0.90, 0.80, 0.75), "retired": (0.98, 0.80, 0.70)}
+# the reporters' own frames). Held-out category and pairs are issue 14's 90%; its "every near miss split" is not
+# met (batch 8: 8/15 split, 5 more told apart only by the reporters' own frames), so that limit guards today's level.
+LIMITS = {"heldout": (0.90, 0.90, 0.80), "retired": (0.98, 0.80, 0.70)}
 
 
 @pytest.fixture(scope="module", params=[HELDOUT, *RETIRED], ids=lambda folder: folder.name)
