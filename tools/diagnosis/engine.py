@@ -24,7 +24,7 @@ from tools.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from tools.diagnosis.streaming import condensed_text
 from tools.diagnosis.templates import PRECURSORS, canonical_identity, find_templates
 from tools.diagnosis.text import Line, split_lines, streams
-from tools.diagnosis.tracebacks import exception_line, message_lines, parse_tracebacks, unmarked
+from tools.diagnosis.tracebacks import FRAME, exception_line, message_lines, parse_tracebacks, unmarked
 from tools.keywords import extract_keywords
 from tools.results import bounded
 from tools.runner import ProcessStack, RunRecord
@@ -84,7 +84,6 @@ _FORM_MESSAGE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?(?:Message|Value)[*_
 
 # VS Code's Python debugger: "Exception has occurred: RuntimeError", the message, then the frames innermost first.
 _DEBUGGER = re.compile(r"^\W*Exception has occurred:\s*(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\s*$")
-_FRAME_LINE = re.compile(r'^\s*File "')
 
 
 def _report_form(lines: list[Line], index: int) -> tuple[str, str, int] | None:
@@ -93,12 +92,12 @@ def _report_form(lines: list[Line], index: int) -> tuple[str, str, int] | None:
     if not m:
         m = _DEBUGGER.match(lines[index].text)
         following = lines[index + 1:index + 6]
-        if not m or not following or not following[0].text.strip() or _FRAME_LINE.match(following[0].text):
+        if not m or not following or not following[0].text.strip() or FRAME.match(following[0].text):
             return None
         # A debugger's report: the message on the lines after the type, up to the frames.
         message = []
         for ln in following:
-            if not ln.text.strip() or _FRAME_LINE.match(ln.text):
+            if not ln.text.strip() or FRAME.match(ln.text):
                 break
             message.append(ln)
         return m.group("type"), "\n".join(ln.text.strip() for ln in message), message[-1].index
@@ -224,6 +223,12 @@ def _says_little(error: FoundError) -> bool:
     return categorise(error, False) in _SECONDARY_CATEGORIES - {"hang"}
 
 
+def _words_category(text: str, in_test: bool) -> str | None:
+    """The specific category a line's words name to the rules (None: only a generic one)."""
+    category = categorise(FoundError(type="", message=text, line=-1), in_test)
+    return None if category in GENERIC else category
+
+
 def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
     """A logger's ERROR lines whose words name a specific failure, when nothing but a wrapper was raised
     (`ERROR:megatron.core...:Unexpected result nan ...` above torchrun's report): one per category."""
@@ -233,8 +238,8 @@ def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
             continue
         error = FoundError(type="LoggedError", message=ln.text.strip()[:2000], line=ln.index, rank=ln.rank,
                            source="bare", start=ln.index, end=ln.index)
-        category = categorise(error, False)
-        if category not in GENERIC and category not in found:
+        category = _words_category(error.message, False)
+        if category and category not in found:
             error.category = category
             found[category] = error
     return list(found.values())
@@ -421,7 +426,6 @@ def _in_root(root: Path, name: str) -> bool:
 
 
 _KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
-_WRAPPER_PREFIX = re.compile(r"^(?:module|_orig_mod|_fsdp_wrapped_module|model|base_model\.model)\.")
 
 
 def _wrapper_prefix_mismatch(message: str) -> str | None:
@@ -432,7 +436,7 @@ def _wrapper_prefix_mismatch(message: str) -> str | None:
     for kind, keys in _KEY_LIST.findall(message[:20_000]):
         names = set()
         for key in re.findall(r'"([^"]*)"', keys)[:200]:
-            m = _WRAPPER_PREFIX.match(key)
+            m = sig.WRAPPER_PREFIX.match(key)
             if m:
                 prefixes[m.group(0)[:-1]] = prefixes.get(m.group(0)[:-1], 0) + 1
             names.add(key[m.end():] if m else key)
@@ -509,21 +513,15 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         errors = [e for e in errors if not (e.source == "template" and e.type == "FatalPythonError")]
     chosen = _choose(errors, in_test, report)
     error, category = chosen if chosen else (None, "python_exception")
-    said_line = _last_error_line(lines) if error is None and not timed_out and not signal else ""
-    if error is None and not timed_out and not signal and not said_line:
-        # A paste of the message alone, without a type or an error word: its last lines may still name the failure.
+    said_line = ""
+    if error is None and not timed_out and not signal:
+        # No exception parsed (a report form, a paste without the traceback): the last error line's words, or those
+        # of a message pasted alone (3 lines or fewer), still name a specific failure when the rules know them.
         said = [ln.text.strip() for ln in lines if ln.text.strip()]
-        tail = said if len(said) <= 3 else []
-        said_line = next((t for t in reversed(tail)
-                          if categorise(FoundError(type="", message=t, line=-1), in_test) not in GENERIC), "")
-    if said_line:
-        # No exception parsed (a report form, a paste without the traceback): the last error line's words still
-        # name a specific failure ("Expected all tensors to be on the same device") when the rules know them.
-        line_category = categorise(FoundError(type="", message=said_line, line=-1), in_test)
-        if line_category not in GENERIC:
-            category = line_category
-        else:
-            said_line = ""
+        candidates = [_last_error_line(lines), *(reversed(said) if len(said) <= 3 else ())]
+        said_line, line_category = next(((t, c) for t in candidates if t and (c := _words_category(t, in_test))),
+                                        ("", None))
+        category = line_category or category
     if error is None and signal:
         category = "host_oom" if signal == 9 else "crash"
     elif error is None and exit_code in (137, 139, 134):

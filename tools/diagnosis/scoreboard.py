@@ -13,7 +13,6 @@ a `near_miss` key (and not a group) are the set's only near-miss pairs.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from tools.diagnosis.engine import diagnose_file
+from tools.diagnosis.frames import is_library
 from tools.diagnosis.models import Diagnosis
 
 LOGS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "logs"
@@ -103,12 +103,9 @@ def score(folder: Path, root: Path | None = None) -> tuple[Score, dict[str, Diag
     return result, diagnoses
 
 
-_LIBRARY = re.compile(r"site-packages|dist-packages|[/\\][Ll]ib[/\\]python[\d.]*[/\\]|^<|[/\\]Lib[/\\]")
-
-
 def reporter_frames(diagnosis: Diagnosis, depth: int = 3) -> tuple[str, ...]:
     """The innermost frames of the reporter's own code (not a library's, not Python's): `file:function`."""
-    own = [f for f in diagnosis.frames if not _LIBRARY.search(f.file)]
+    own = [f for f in diagnosis.frames if not is_library(f.file)]
     return tuple(f"{f.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.function}" for f in own[-depth:])
 
 

@@ -12,6 +12,12 @@ import re
 
 from tools.diagnosis.models import SIGNATURE_VERSION
 
+# Wrappers' components of a parameter's name: DDP's and DataParallel's `module.`, torch.compile's `_orig_mod.`,
+# FSDP's and activation checkpointing's, PEFT's `base_model.model.`, `base_layer.`, `modules_to_save.default.`.
+WRAPPER_COMPONENTS = (r"module|_orig_mod|_fsdp_wrapped_module|_checkpoint_wrapped_module|base_model\.model|base_layer|"
+                      r"modules_to_save\.default|original_module")
+WRAPPER_PREFIX = re.compile(rf"^(?:{WRAPPER_COMPONENTS})\.")
+
 _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(p), r) for p, r in (
         (r"\x1b\[[0-9;]*m", ""),
@@ -22,10 +28,8 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # reporter's invocation, not the failure.
         (r"\[\s*(['\"])[^'\"\]]*\1(?=(?:\s*,\s*['\"][^'\"\]]*['\"])*\s*\])(?=[^\]]*['\"]--?\w)"
          r"(?:\s*,\s*(['\"])[^'\"\]]*\2)*\s*\]", "<argv>"),
-        # Wrappers' components of a parameter's name (DDP's `module.`, torch.compile's `_orig_mod.`, FSDP's, PEFT's
-        # `base_model.model.` and `base_layer.`) say how the model was wrapped, not which parameter it is.
-        (r"(?<![\w])(?:module|_orig_mod|_fsdp_wrapped_module|_checkpoint_wrapped_module|base_model\.model|base_layer|"
-         r"modules_to_save\.default|original_module)\.(?=\w)", ""),
+        # How the model was wrapped (WRAPPER_COMPONENTS), not which parameter it is.
+        (rf"(?<![\w])(?:{WRAPPER_COMPONENTS})\.(?=\w)", ""),
         # A model class (`LlamaForCausalLM`, `Gemma3ForConditionalGeneration`) is which model the reporter ran.
         (r"\b[A-Z]\w*For(?:CausalLM|ConditionalGeneration|SequenceClassification|TokenClassification|QuestionAnswering"
          r"|MaskedLM|Seq2SeqLM|ImageClassification|PreTraining|MultipleChoice)\b", "<model>"),
