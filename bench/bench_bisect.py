@@ -30,10 +30,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tools.bisect.env import BisectEnvInput, bisect_env  # noqa: E402
-from tools.bisect.versions import BisectVersionsInput, bisect_versions  # noqa: E402
-from tools.context import ToolContext  # noqa: E402
-from tools.interpreters import parse_freeze, uv_binary  # noqa: E402
+from rootcause.tools.core.context import ToolContext  # noqa: E402
+from rootcause.tools.engines.bisect_env import BisectEnvInput, bisect_env  # noqa: E402
+from rootcause.tools.engines.bisect_versions import BisectVersionsInput, bisect_versions  # noqa: E402
+from rootcause.tools.run.interpreters import parse_freeze, uv_binary  # noqa: E402
 
 RUNS = 5
 UV_ENV = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}

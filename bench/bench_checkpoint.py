@@ -83,9 +83,8 @@ def write_safetensors(path: Path, tensors: list[tuple[str, str, int]]) -> int:
 
 def inspect(root: Path, name: str) -> tuple[dict, int, float]:
     import anyio
-
-    from tools.context import ToolContext
-    from tools.numerics.checkpoint import InspectCheckpointInput, inspect_checkpoint
+    from rootcause.tools.core.context import ToolContext
+    from rootcause.tools.engines.inspect_checkpoint import InspectCheckpointInput, inspect_checkpoint
 
     started = time.perf_counter()
     with PeakSampler() as sampler:

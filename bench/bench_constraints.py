@@ -25,11 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tools.context import ToolContext  # noqa: E402
-from tools.knowledge.check import CheckConstraintsInput, check_constraints  # noqa: E402
-from tools.knowledge.index import CACHE, load_index  # noqa: E402
-from tools.knowledge.pitfalls import rank_pitfalls  # noqa: E402
-from tools.knowledge.vocabulary import tokens  # noqa: E402
+from rootcause.tools.core.context import ToolContext  # noqa: E402
+from rootcause.tools.engines.check_constraints import CheckConstraintsInput, check_constraints  # noqa: E402
+from rootcause.tools.knowledge.index import CACHE, load_index  # noqa: E402
+from rootcause.tools.knowledge.pitfalls import rank_pitfalls  # noqa: E402
+from rootcause.tools.vocabulary.words import tokens  # noqa: E402
 
 ENTRIES = 5_000
 PER_SECTION = 50

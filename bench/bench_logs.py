@@ -31,7 +31,7 @@ GOAL_RSS_MB = 100.0
 CHILD = """
 import sys, time
 from pathlib import Path
-from tools.diagnosis import diagnose_file
+from rootcause.tools.observe.diagnosis import diagnose_file
 out = {}
 if sys.argv[2] == "run":
     started, cpu = time.perf_counter(), time.process_time()

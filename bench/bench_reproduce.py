@@ -46,8 +46,8 @@ def _project() -> Path:
 
 
 async def _overhead(root: Path) -> dict:
-    from tools.context import ToolContext
-    from tools.reproduce import ReproduceInput, reproduce
+    from rootcause.tools.core.context import ToolContext
+    from rootcause.tools.engines.reproduce import ReproduceInput, reproduce
 
     ctx = ToolContext.for_root(root)
     argv = [sys.executable, "fail.py"]

@@ -24,8 +24,8 @@ from titan_log import MB, RANKS, run_child, steps_for, write_log
 
 CHILD = """
 import asyncio, sys, time
-from tools.context import ToolContext
-from tools.numerics.training_log import AnalyzeTrainingLogInput, analyze_training_log
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.engines.analyze_training_log import AnalyzeTrainingLogInput, analyze_training_log
 out = {}
 if sys.argv[2] == "run":
     started = time.perf_counter()

@@ -17,21 +17,20 @@ from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from mcp_types import INVALID_PARAMS
 from mcp_types import Resource as MCPResource
 from pydantic import ConfigDict
-
-import prompts
-from server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, PromptSpec, ResourceSpec, ToolSpec
-from server.invoke import call_engine
-from tools import redact
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.results import MAX_RESULT_CHARS, bounded
-from tools.workspace import Workspace
+from rootcause import prompts
+from rootcause.server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, PromptSpec, ResourceSpec, ToolSpec
+from rootcause.server.invoke import call_engine
+from rootcause.tools.core import redact
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.results import MAX_RESULT_CHARS, bounded
+from rootcause.tools.core.workspace import Workspace
 
 log = logging.getLogger("rootcause")
 
 
 def build_server(root: str | Path = ".") -> MCPServer:
-    from server.schemas import glossary, tool_schemas
+    from rootcause.server.schemas import glossary, tool_schemas
 
     workspace = Workspace(Path(root))
     schemas = tool_schemas()
@@ -53,7 +52,7 @@ class RootcauseServer(MCPServer):
         self.workspace = workspace
 
     async def list_resources(self) -> list[MCPResource]:
-        from server.readers import recent_sessions
+        from rootcause.server.readers import recent_sessions
 
         sessions = [
             MCPResource(uri=f"rootcause://sessions/{state.session_id}", name=f"session {state.session_id}",
@@ -175,7 +174,7 @@ def _register_prompt(app: MCPServer, spec: PromptSpec) -> None:
 
 
 def _register_resource(app: MCPServer, workspace: Workspace, spec: ResourceSpec) -> None:
-    from server.catalog import _attr
+    from rootcause.server.catalog import _attr
 
     params = [p.strip("{}") for p in spec.uri.split("/") if p.startswith("{")]
 

@@ -35,16 +35,39 @@ BISECTS = Hints(destructive=True, open_world=True)
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """One tool. Its engine is the module named as the tool, `rootcause.tools.engines.<name>`, holding the function
+    `<name>`, its input model `<Name>Input` and its result `<Name>Result` (CamelCase of the name)."""
+
     name: str
-    engine: str
-    input: str
-    output: str
     phase: int | None = None
     description: str = ""
     hints: Hints = Hints()
 
+    @property
+    def module(self) -> str:
+        return f"{ENGINES}.{self.name}"
+
+    @property
+    def engine(self) -> str:
+        return f"{self.module}:{self.name}"
+
+    @property
+    def input(self) -> str:
+        return f"{self.module}:{_camel(self.name)}Input"
+
+    @property
+    def output(self) -> str:
+        return f"{self.module}:{_camel(self.name)}Result"
+
     def load(self) -> tuple[Any, type, type]:
         return _attr(self.engine), _attr(self.input), _attr(self.output)
+
+
+ENGINES = "rootcause.tools.engines"
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
 
 
 @dataclass(frozen=True)
@@ -70,94 +93,77 @@ def _attr(ref: str) -> Any:
 
 TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
-        "start_session", "tools.sessions:start_session", "tools.sessions:StartSessionInput",
-        "tools.sessions:StartSessionResult", 1,
+        "start_session", 1,
         "Use first on any bug, crash, failing test, NaN loss, hang or OOM: opens a session, picks the Quick "
         "Path or Full Protocol and says why. Pass its session_id to later calls.",
         Hints()),
     ToolSpec(
-        "reproduce", "tools.reproduce:reproduce", "tools.reproduce:ReproduceInput",
-        "tools.reproduce:ReproduceResult", 1,
+        "reproduce", 1,
         "Use when a command fails or hangs and you can run it here: runs it several times and says whether it"
         " fails with one signature or is flaky, with the diagnosis. Phase 1.",
         RUNS_COMMAND),
     ToolSpec(
-        "diagnose_log", "tools.reproduce:diagnose_log", "tools.reproduce:DiagnoseLogInput",
-        "tools.reproduce:DiagnoseLogResult", 1,
+        "diagnose_log", 1,
         "Use for a log you cannot rerun (cluster job, pasted traceback): the root error behind its wrappers, "
         "category, signature, location, per-rank outcomes. Phase 1.",
         READS),
     ToolSpec(
-        "check_constraints", "tools.knowledge.check:check_constraints",
-        "tools.knowledge.check:CheckConstraintsInput", "tools.knowledge.check:CheckConstraintsResult", 1,
+        "check_constraints", 1,
         "Use early in Phase 1, before changing code: the project's knowledge entries, pitfalls and checklists"
         " that match the symptom, and edits to generated files.",
         READS),
     ToolSpec(
-        "bisect_env", "tools.bisect.env:bisect_env", "tools.bisect.env:BisectEnvInput",
-        "tools.bisect.env:BisectEnvResult", 2,
+        "bisect_env", 2,
         "Use when you suspect one package version: runs the reproducer in two uv environments differing only "
         "in package==version. Phase 2.",
         BISECTS),
     ToolSpec(
-        "bisect_versions", "tools.bisect.versions:bisect_versions",
-        "tools.bisect.versions:BisectVersionsInput", "tools.bisect.versions:BisectVersionsResult", 2,
+        "bisect_versions", 2,
         "Use when a package works at one release and breaks at a later one: binary-searches its releases for "
         "the first bad one. Phase 2.",
         BISECTS),
     ToolSpec(
-        "bisect_commits", "tools.bisect.commits:bisect_commits", "tools.bisect.commits:BisectCommitsInput",
-        "tools.bisect.commits:BisectCommitsResult", 2,
+        "bisect_commits", 2,
         "Use when a good and a bad commit are known: binary-searches the commits in worktrees (your checkout "
         "untouched) for the first bad one. Phase 2.",
         BISECTS),
     ToolSpec(
-        "compare_setups", "tools.compare:compare_setups", "tools.compare:CompareSetupsInput",
-        "tools.compare:CompareSetupsResult", 2,
+        "compare_setups", 2,
         "Use when a working setup exists beside the broken one: lists ALL differences in code, configs, "
         "launchers, env and packages, flagging suspects. Phase 2.",
         READS),
     ToolSpec(
-        "verify_hypothesis", "tools.hypothesis:verify_hypothesis", "tools.hypothesis:VerifyHypothesisInput",
-        "tools.hypothesis:VerifyHypothesisResult", 3,
+        "verify_hypothesis", 3,
         "Use to test ONE falsifiable hypothesis with a minimal one-change experiment: judges the prediction "
         "and applies the verification gate. Phase 3.",
         RUNS_COMMAND),
     ToolSpec(
-        "record_fix_attempt", "tools.fixes:record_fix_attempt", "tools.fixes:RecordFixAttemptInput",
-        "tools.fixes:RecordFixAttemptResult", 4,
+        "record_fix_attempt", 4,
         "Use after each targeted fix: runs the verification command, says whether the failure is gone, and "
         "stops the session after 3 failures in a row. Phase 4.",
         RUNS_COMMAND),
     ToolSpec(
-        "check_collateral", "tools.collateral:check_collateral", "tools.collateral:CheckCollateralInput",
-        "tools.collateral:CheckCollateralResult", 4,
+        "check_collateral", 4,
         "Use once a fix passes its reproducer: runs broader tests on the base commit and on your tree and "
         "lists what the fix broke or fixed. Phase 4.",
         RUNS_COMMAND),
     ToolSpec(
-        "capture_knowledge", "tools.knowledge.capture:capture_knowledge",
-        "tools.knowledge.capture:CaptureKnowledgeInput", "tools.knowledge.capture:CaptureKnowledgeResult", 5,
+        "capture_knowledge", 5,
         "Use after the fix, always (Phase 5): appends a constraint or architecture entry (never a "
         "near-duplicate), names the test for a regression guard, or records 'none'.",
         Hints(idempotent=True)),
     ToolSpec(
-        "close_session", "tools.sessions:close_session", "tools.sessions:CloseSessionInput",
-        "tools.sessions:CloseSessionResult", None,
+        "close_session", None,
         "Use to finish a session: returns its final report; refused until Phase 5 (capture_knowledge) is "
         "done.",
         Hints(idempotent=True)),
     ToolSpec(
-        "inspect_checkpoint", "tools.numerics.checkpoint:inspect_checkpoint",
-        "tools.numerics.checkpoint:InspectCheckpointInput", "tools.numerics.checkpoint:InspectCheckpointResult",
-        None,
+        "inspect_checkpoint", None,
         "Use when loading a checkpoint fails or gives wrong results: tensors, dtypes, NaN/Inf, and missing, "
         "unexpected, mis-shaped or renamed keys against compare_to.",
         READS),
     ToolSpec(
-        "analyze_training_log", "tools.numerics.training_log:analyze_training_log",
-        "tools.numerics.training_log:AnalyzeTrainingLogInput",
-        "tools.numerics.training_log:AnalyzeTrainingLogResult", None,
+        "analyze_training_log", None,
         "Use when loss goes NaN, spikes or diverges: loss, grad norm and lr by step, the first non-finite "
         "step and spikes; with compare_to, where two runs diverge.",
         READS),
@@ -176,10 +182,10 @@ PROMPTS: tuple[PromptSpec, ...] = (
 RESOURCES: tuple[ResourceSpec, ...] = (
     ResourceSpec("rootcause://sessions/{session_id}", "session_report",
                  "A debugging session as a Markdown report: symptom, path, phases, every piece of evidence.",
-                 "server.readers:read_session"),
+                 "rootcause.server.readers:read_session"),
     ResourceSpec("rootcause://runs/{run_id}/log", "run_log",
                  "The full output log of a run recorded by reproduce and the other tools that run commands.",
-                 "server.readers:read_run_log", "text/plain"),
+                 "rootcause.server.readers:read_run_log", "text/plain"),
 )
 
 INSTRUCTIONS = """\

@@ -19,8 +19,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from server.catalog import TOOLS, ToolSpec
-from server.surface import render, render_result
+from rootcause.server.catalog import TOOLS, ToolSpec
+from rootcause.server.surface import render, render_result
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 LOG_READERS = ("diagnose_log", "analyze_training_log")  # their path may be `-`, or piped standard input
@@ -92,7 +92,7 @@ def _add_field(parser: argparse.ArgumentParser, name: str, field: Any, reads_log
 
 
 def _collect(model: type, ns: argparse.Namespace) -> dict[str, Any]:
-    from tools.errors import UsageError
+    from rootcause.tools.core.errors import UsageError
 
     arguments: dict[str, Any] = {}
     for name, field in model.model_fields.items():
@@ -123,7 +123,7 @@ def _collect(model: type, ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _json(name: str, text: str) -> Any:
-    from tools.errors import UsageError
+    from rootcause.tools.core.errors import UsageError
 
     try:
         return json.loads(text)
@@ -144,9 +144,9 @@ def _progress_sink():
 
 
 def run_tool(spec: ToolSpec, arguments: dict[str, Any], root: Path, as_json: bool) -> int:
-    from server.invoke import call_engine
-    from tools.context import ToolContext
-    from tools.errors import UsageError
+    from rootcause.server.invoke import call_engine
+    from rootcause.tools.core.context import ToolContext
+    from rootcause.tools.core.errors import UsageError
 
     try:
         ctx = ToolContext.for_root(root, None if as_json else _progress_sink())
@@ -235,7 +235,7 @@ def _stdin_paths(spec: ToolSpec, arguments: dict[str, Any], ctx: Any) -> dict[st
     The input is written to .rootcause/stdin/ first, so a log of any size is read streaming like a file.
     A log path the root does not hold is refused with the way to pipe it in instead.
     """
-    from tools.errors import UsageError
+    from rootcause.tools.core.errors import UsageError
 
     for name in LOG_PATHS:
         if arguments.get(name) not in (None, "-"):
@@ -267,7 +267,7 @@ def _check_log_path(spec: ToolSpec, name: str, raw: str, ctx: Any) -> None:
     """The CLI reads logs inside --root only (as the server does): outside it, standard input still works."""
     import shlex
 
-    from tools.errors import UsageError
+    from rootcause.tools.core.errors import UsageError
 
     _, input_model, _ = spec.load()
     positional = _positional(input_model.model_fields[name])
@@ -281,10 +281,10 @@ def _check_log_path(spec: ToolSpec, name: str, raw: str, ctx: Any) -> None:
 
 
 def _serve(args: argparse.Namespace, root: Path) -> int:
-    from tools.errors import UsageError
+    from rootcause.tools.core.errors import UsageError
 
     try:
-        from server.app import build_server
+        from rootcause.server.app import build_server
 
         app = build_server(root)
     except UsageError as exc:
@@ -297,7 +297,7 @@ def _serve(args: argparse.Namespace, root: Path) -> int:
                   file=sys.stderr)
         app.run("stdio")
         return EXIT_OK
-    from server.http import serve_http
+    from rootcause.server.http import serve_http
 
     return serve_http(app, args.host, args.port)
 
@@ -342,21 +342,27 @@ def _main(argv: list[str]) -> int:
     return run_tool(spec, arguments, root, args.as_json)
 
 
+class SessionReportSpec(ToolSpec):
+    """`rootcause session show`: the report without closing, a CLI view of close_session's engine module."""
+
+    def load(self) -> tuple[Any, type, type]:
+        from rootcause.tools.engines.close_session import SessionIdInput, SessionReport, session_report
+
+        return session_report, SessionIdInput, SessionReport
+
+
 def _session(args: argparse.Namespace, root: Path) -> int:
     by_name = {t.name: t for t in TOOLS}
     if args.session_command == "start":
         return run_tool(by_name["start_session"], {"symptom": args.symptom, "path_hint": args.path_hint}, root,
                         args.as_json)
     if args.session_command == "show":
-        from server.catalog import ToolSpec as Spec
-
-        report = Spec("session_report", "tools.sessions:session_report", "tools.sessions:SessionIdInput",
-                      "tools.sessions:SessionReport")
+        report = SessionReportSpec("session_report")
         return run_tool(report, {"session_id": args.session_id}, root, args.as_json)
     import time
 
-    from server.readers import recent_sessions
-    from tools.workspace import Workspace
+    from rootcause.server.readers import recent_sessions
+    from rootcause.tools.core.workspace import Workspace
 
     for state in recent_sessions(Workspace(root), limit=sys.maxsize):
         current = next((p for p in state.phases if p.status == "in_progress"), None)
@@ -394,21 +400,21 @@ def _add_setup_commands(sub: Any) -> None:
 
 
 def _setup_command(args: argparse.Namespace) -> int:
-    from tools.errors import UsageError
+    from rootcause.tools.core.errors import UsageError
 
     try:
         if args.command == "install":
-            from tools.install import install
+            from rootcause.tools.ecosystem.install import install
 
             plan = install(args.repo, args.client, dry_run=args.dry_run, scope=args.scope)
             print(plan.summary(dry_run=args.dry_run))
             return EXIT_OK
         if args.command == "init":
-            from tools.scaffold import init_knowledge
+            from rootcause.tools.ecosystem.scaffold import init_knowledge
 
             print(init_knowledge(args.repo).summary())
             return EXIT_OK
-        from tools.demo.driver import run_demo
+        from rootcause.tools.ecosystem.demo.driver import run_demo
 
         return run_demo(keep=args.keep)
     except UsageError as exc:

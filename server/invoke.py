@@ -17,13 +17,12 @@ from typing import Any
 
 import anyio
 from pydantic import BaseModel, ValidationError
-
-from server.catalog import ToolSpec
-from server.schemas import MAX_SECONDS
-from server.surface import Surface, option, render
-from tools.context import AMBIENT_PROGRESS, ToolContext
-from tools.errors import UsageError
-from tools.results import ToolResult
+from rootcause.server.catalog import ToolSpec
+from rootcause.server.schemas import MAX_SECONDS
+from rootcause.server.surface import Surface, option, render
+from rootcause.tools.core.context import AMBIENT_PROGRESS, ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.results import ToolResult
 
 MAX_NUMBER = 1e9
 SECONDS_BOUND = f"give seconds > 0, at most {MAX_SECONDS} (7 days)"  # arguments named *_s are durations
@@ -111,7 +110,7 @@ def _label(path: tuple[str | int, ...], surface: Surface) -> str:
 
 def validation_message(name: str, model: type[BaseModel], exc: ValidationError, surface: Surface = "mcp") -> str:
     """pydantic's errors retold: the argument, what it takes, what was given."""
-    from server.schemas import compact_input, describe
+    from rootcause.server.schemas import compact_input, describe
 
     schema = compact_input(model.model_json_schema(by_alias=True))
     properties = schema.get("properties", {})

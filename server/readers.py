@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from tools import redact
-from tools.errors import UsageError
-from tools.runner import run_dir
-from tools.sessions import SessionState, SessionStore, render_report
-from tools.workspace import Workspace
+from rootcause.tools.core import redact
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.record.report import render_report
+from rootcause.tools.record.store import SessionState, SessionStore
+from rootcause.tools.run import run_dir
 
 LOG_RESOURCE_LIMIT = 1_000_000
 SESSIONS_LISTED = 50

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from server.catalog import TOOLS, ToolSpec
+from rootcause.server.catalog import TOOLS, ToolSpec
 
 SCHEMA_FORMAT = 2
 MAX_SECONDS = 7 * 24 * 3600  # every argument named *_s is a duration in seconds: > 0 and at most 7 days

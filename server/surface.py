@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from tools.results import ToolResult
+    from rootcause.tools.core.results import ToolResult
 
 Surface = Literal["mcp", "cli"]
 
@@ -73,7 +73,7 @@ def _render_model(model, surface: Surface):
 @functools.cache
 def all_arguments() -> frozenset[str]:
     """Every tool's argument names, from the cached tool schemas (no engine is imported when cached)."""
-    from server.schemas import tool_schemas
+    from rootcause.server.schemas import tool_schemas
 
     return frozenset(name for schema in tool_schemas()["tools"].values()
                      for name in schema["input"].get("properties", {}))
@@ -82,7 +82,7 @@ def all_arguments() -> frozenset[str]:
 @functools.cache
 def _tool_names() -> re.Pattern[str]:
     """Tool names as the CLI spells its subcommands: `check_constraints` -> `check-constraints`."""
-    from server.catalog import TOOLS
+    from rootcause.server.catalog import TOOLS
 
     names = sorted((spec.name for spec in TOOLS if "_" in spec.name), key=len, reverse=True)
     return re.compile(r"(?<![\w/.-])(" + "|".join(map(re.escape, names)) + r")(?![\w-])")

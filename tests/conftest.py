@@ -50,8 +50,7 @@ def rootcause_executable() -> str:
 @asynccontextmanager
 async def memory_client(root: Path) -> AsyncIterator:
     from mcp import Client
-
-    from server.app import build_server
+    from rootcause.server.app import build_server
 
     async with Client(build_server(root)) as client:
         yield client

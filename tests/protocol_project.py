@@ -64,11 +64,11 @@ ROOT_FIX = ('os.environ.get("THRESHOLD", "10")', 'os.environ.get("THRESHOLD", "0
 
 async def record_baseline(root: Path, session_id: str, command: str = REPRODUCER, runs: int = 2) -> dict[str, Any]:
     """The reproduce step: the reproduce tool when it is built, else the same evidence recorded by hand."""
-    from tools.context import ToolContext
+    from rootcause.tools.core.context import ToolContext
 
     ctx = ToolContext.for_root(root)
     try:
-        from tools.reproduce import ReproduceInput, reproduce
+        from rootcause.tools.engines.reproduce import ReproduceInput, reproduce
     except ModuleNotFoundError:
         return await _baseline_by_hand(ctx, session_id, command, runs)
     result = await reproduce(ReproduceInput(command=command, runs=runs, session_id=session_id), ctx)
@@ -76,10 +76,10 @@ async def record_baseline(root: Path, session_id: str, command: str = REPRODUCER
 
 
 async def _baseline_by_hand(ctx: Any, session_id: str, command: str, runs: int) -> dict[str, Any]:
-    from tools.diagnosis import diagnose_run
-    from tools.interpreters import activation_env, resolve_python
-    from tools.runner import RunSpec, parse_command, run_process
-    from tools.sessions import SessionStore
+    from rootcause.tools.observe.diagnosis import diagnose_run
+    from rootcause.tools.record.store import SessionStore
+    from rootcause.tools.run import RunSpec, parse_command, run_process
+    from rootcause.tools.run.interpreters import activation_env, resolve_python
 
     argv, env = parse_command(command)
     env = {**activation_env(resolve_python(ctx.workspace, None)), **env}

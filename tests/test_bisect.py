@@ -14,13 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.engines.bisect_commits import BisectCommitsInput, bisect_commits
+from rootcause.tools.engines.bisect_env import BisectEnvInput, bisect_env
+from rootcause.tools.engines.bisect_versions import BisectVersionsInput, bisect_versions
+from rootcause.tools.run.interpreters import uv_binary
 
 from tests.conftest import FIXTURES, error_text, git, memory_client, structured
-from tools.bisect.commits import BisectCommitsInput, bisect_commits
-from tools.bisect.env import BisectEnvInput, bisect_env
-from tools.bisect.versions import BisectVersionsInput, bisect_versions
-from tools.context import ToolContext
-from tools.interpreters import uv_binary
 
 pytestmark = pytest.mark.anyio
 BISECT = FIXTURES / "bisect"

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-
-from tools.bisect.causes import not_the_package, tls_note
-from tools.bisect.common import Judged
-from tools.bisect.env import detect_codegen, use_worktrees, verdict_of
-from tools.bisect.index import Release, _files_from_html, between
-from tools.bisect.search import bisect
-from tools.bisect.uvenv import client_message, default_groups, diff_freezes, project_name, requirements_of
-from tools.bisect.validate import package_name, version
-from tools.errors import UsageError
+from rootcause.tools.bisect.causes import not_the_package, tls_note
+from rootcause.tools.bisect.common import Judged
+from rootcause.tools.bisect.index import Release, _files_from_html, between
+from rootcause.tools.bisect.search import bisect
+from rootcause.tools.bisect.uvenv import client_message, default_groups, diff_freezes, project_name, requirements_of
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.validate import package_name, version
+from rootcause.tools.engines.bisect_env import detect_codegen, use_worktrees, verdict_of
 
 pytestmark = pytest.mark.anyio
 
@@ -170,9 +169,9 @@ def test_project_name_and_default_groups(tmp_path: Path, pyproject: str, name: s
 ])
 def test_reproducer_fields_are_validated_once(tmp_path: Path, fields: dict, message: str) -> None:
     """Every bisect validates its reproducer the evidence layer's way before building anything."""
-    from tools.bisect.commits import BisectCommitsInput
-    from tools.bisect.common import prepare
-    from tools.context import ToolContext
+    from rootcause.tools.bisect.common import prepare
+    from rootcause.tools.core.context import ToolContext
+    from rootcause.tools.engines.bisect_commits import BisectCommitsInput
 
     with pytest.raises(UsageError, match=message):
         prepare(BisectCommitsInput(good="a", bad="b", command="true", **fields), ToolContext.for_root(tmp_path))

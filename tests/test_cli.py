@@ -34,7 +34,7 @@ def test_version() -> None:
 
 def test_help_is_whole_and_shows_defaults(repo: Path) -> None:
     text = rootcause(repo, "reproduce", "--help").stdout
-    from server.catalog import TOOLS
+    from rootcause.server.catalog import TOOLS
 
     description = next(t.description for t in TOOLS if t.name == "reproduce")
     assert " ".join(description.split()) in " ".join(text.split())  # the whole description, not a cut line

@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rootcause.server.catalog import TOOLS
 
-from server.catalog import TOOLS
 from tests.conftest import error_text, rootcause_executable, stdio_client, structured
 
 TRACEBACK = """\
@@ -44,7 +44,7 @@ def _loaded() -> list:
 
 
 def test_every_tool_has_a_subcommand_with_the_same_arguments() -> None:
-    from server.cli import build_parser
+    from rootcause.server.cli import build_parser
 
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
@@ -77,7 +77,7 @@ async def test_close_session_refusal_same_message_and_exit_2(repo: Path) -> None
     async with stdio_client(repo) as client:
         message = error_text(await client.call_tool("close_session", {"session_id": session_id}))
     # One message, worded for each surface: the CLI names subcommands and options where MCP names tools.
-    from server.surface import render
+    from rootcause.server.surface import render
 
     cli_message = refused.stderr.strip().removeprefix("error: ")
     assert render(message, "cli") == cli_message, (message, cli_message)
@@ -86,7 +86,7 @@ async def test_close_session_refusal_same_message_and_exit_2(repo: Path) -> None
 
 @pytest.mark.anyio
 async def test_diagnose_log_json_equals_mcp(repo: Path) -> None:
-    pytest.importorskip("tools.reproduce", reason="the reproduce/diagnose_log engine is not in this build yet")
+    pytest.importorskip("rootcause.tools.engines.diagnose_log", reason="diagnose_log is not in this build yet")
     from_cli = cli_json(repo, "diagnose-log", "--text", TRACEBACK)
     async with stdio_client(repo) as client:
         from_mcp = structured(await client.call_tool("diagnose_log", {"text": TRACEBACK}))
@@ -96,8 +96,8 @@ async def test_diagnose_log_json_equals_mcp(repo: Path) -> None:
 
 @pytest.mark.anyio
 async def test_check_constraints_json_equals_mcp(repo: Path) -> None:
-    pytest.importorskip("tools.knowledge.check", reason="check_constraints is not in this build yet")
-    from tools.scaffold import init_knowledge
+    pytest.importorskip("rootcause.tools.engines.check_constraints", reason="not in this build yet")
+    from rootcause.tools.ecosystem.scaffold import init_knowledge
 
     init_knowledge(repo)
     constraints = repo / ".agents/knowledge/constraints.md"
@@ -114,7 +114,7 @@ async def test_check_constraints_json_equals_mcp(repo: Path) -> None:
 
 def test_reproduce_exit_codes(repo: Path) -> None:
     """A reproduced failure is a call that worked (0); bad input is 2 with a message, never a traceback."""
-    pytest.importorskip("tools.reproduce", reason="the reproduce engine is not in this build yet")
+    pytest.importorskip("rootcause.tools.engines.reproduce", reason="the reproduce engine is not in this build yet")
     failing = cli(repo, "reproduce", "python -c 'raise SystemExit(3)'", "--runs", "1", "--json")
     assert failing.returncode == 0, failing.stderr
     data = json.loads(failing.stdout)

@@ -6,12 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.check_collateral import CheckCollateralInput, check_collateral, parse_junit
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.record.store import SessionStore
 
 from tests.conftest import error_text, git, memory_client, structured
-from tools.collateral import CheckCollateralInput, check_collateral, parse_junit
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.sessions import SessionStore, StartSessionInput, start_session
 
 pytestmark = pytest.mark.anyio
 

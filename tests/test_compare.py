@@ -7,15 +7,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.compare_setups import CompareSetupsInput, compare_setups
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.record.store import SessionStore
+from rootcause.tools.run import RunSpec, run_process
+from rootcause.tools.setups.configs import ConfigParseError, flatten, parse
+from rootcause.tools.setups.launcher import parse_invocation, parse_script
 
 from tests.conftest import error_text, git, memory_client, structured
-from tools.compare import CompareSetupsInput, compare_setups
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.runner import RunSpec, run_process
-from tools.sessions import SessionStore, StartSessionInput, start_session
-from tools.setups.configs import ConfigParseError, flatten, parse
-from tools.setups.launcher import parse_invocation, parse_script
 
 pytestmark = pytest.mark.anyio
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from tools.diagnosis import SIGNATURE_VERSION, diagnose_file, diagnose_text
-from tools.diagnosis.signature import first_sentence, parameterise
-from tools.diagnosis.text import split_lines
+from rootcause.tools.observe.diagnosis import SIGNATURE_VERSION, diagnose_file, diagnose_text
+from rootcause.tools.observe.diagnosis.signature import first_sentence, parameterise
+from rootcause.tools.observe.diagnosis.text import split_lines
 
 CHAINED = """\
 Traceback (most recent call last):

@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tools.diagnosis import Diagnosis, diagnose_file
-from tools.taxonomy import CATEGORIES
+from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_file
+from rootcause.tools.vocabulary.categories import CATEGORIES
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 LABELS = yaml.safe_load((LOGS / "labels.yaml").read_text())

@@ -1,4 +1,4 @@
-"""Held-out real logs: the yardstick for rules that judge text (scored by tools.diagnosis.scoreboard).
+"""Held-out real logs: the yardstick for rules that judge text (scored by rootcause.tools.observe.diagnosis.scoreboard).
 
 `tests/fixtures/logs/heldout/` is the newest batch of real logs rewritten from public issue threads,
 labelled and committed before the engine ever ran on them; its first (untuned) score is the figure
@@ -18,9 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tools.diagnosis.scoreboard import Score, labels, score
-from tools.taxonomy import CATEGORIES
+from rootcause.tools.observe.diagnosis.scoreboard import Score, labels, score
+from rootcause.tools.vocabulary.categories import CATEGORIES
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 HELDOUT = LOGS / "heldout"

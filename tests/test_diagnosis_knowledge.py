@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.diagnosis import diagnose_text
+from rootcause.tools.observe.diagnosis import diagnose_text
 
 NCCL_TIMEOUT = (
     "[rank1]:[E304 07:21:10.120 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
@@ -244,9 +244,9 @@ def test_a_bare_grad_column_is_the_grad_norm(tmp_path: Path) -> None:
 
 
 def test_rule_and_template_tables_are_well_formed_data() -> None:
-    from tools.diagnosis.rules import RULES
-    from tools.diagnosis.templates import TEMPLATES
-    from tools.taxonomy import CATEGORIES
+    from rootcause.tools.observe.diagnosis.rules import RULES
+    from rootcause.tools.observe.diagnosis.templates import TEMPLATES
+    from rootcause.tools.vocabulary.categories import CATEGORIES
 
     assert {rule.category for rule in RULES} <= set(CATEGORIES)
     assert all(rule.type or rule.message or rule.function for rule in RULES)

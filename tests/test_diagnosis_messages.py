@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tools.diagnosis import diagnose_text
+from rootcause.tools.observe.diagnosis import diagnose_text
 
 CATALOGUE = Path(__file__).parent / "fixtures" / "logs" / "messages.yaml"
 ENTRIES: list[dict[str, str]] = yaml.safe_load(CATALOGUE.read_text(encoding="utf-8"))

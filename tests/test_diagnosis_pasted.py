@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tools.diagnosis import diagnose_text
+from rootcause.tools.observe.diagnosis import diagnose_text
 
 OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
        "79.15 GiB of which 3.06 MiB is free.")

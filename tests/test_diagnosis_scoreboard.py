@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tools.diagnosis.scoreboard import main, score, table
+from rootcause.tools.observe.diagnosis.scoreboard import main, score, table
 
 OOM = """Traceback (most recent call last):
   File "/home/{who}/train.py", line 9, in step

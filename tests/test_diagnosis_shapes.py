@@ -17,9 +17,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-
-from tools.diagnosis import diagnose_text
-from tools.logs.lines import split_lines
+from rootcause.tools.observe.diagnosis import diagnose_text
+from rootcause.tools.observe.logs.lines import split_lines
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 CORPUS = sorted(LOGS.glob("*.log"))

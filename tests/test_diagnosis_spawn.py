@@ -9,10 +9,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.engines.reproduce import ReproduceInput, reproduce
 
 from tests.conftest import git
-from tools.context import ToolContext
-from tools.reproduce import ReproduceInput, reproduce
 
 NO_TORCH = "torch is not importable: .venv/bin/pip install torch==2.13.0"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=NO_TORCH)]

@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.diagnose_log import DiagnoseLogInput, diagnose_log
+from rootcause.tools.engines.reproduce import ReproduceInput, reproduce
+from rootcause.tools.run.environment import relevant_env
+from rootcause.tools.run.interpreters import uv_binary
 
 from tests.conftest import FIXTURES, error_text, memory_client, structured
-from tools.context import ToolContext
-from tools.environment import relevant_env
-from tools.errors import UsageError
-from tools.interpreters import uv_binary
-from tools.reproduce import DiagnoseLogInput, ReproduceInput, diagnose_log, reproduce
 
 pytestmark = pytest.mark.anyio
 

@@ -7,10 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.evidence import RunFields, declare, from_expect, from_symptom, run_observed
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.observe.evidence import RunFields, declare, from_expect, from_symptom, run_observed
 
 pytestmark = pytest.mark.anyio
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.judge.triage import triage
+from rootcause.tools.observe.evidence import RunFields, declare, from_symptom, run_observed
 
 from tests.conftest import FIXTURES
-from tools.context import ToolContext
-from tools.evidence import RunFields, declare, from_symptom, run_observed
-from tools.sessions.triage import triage
 
 pytestmark = pytest.mark.anyio
 CASES = yaml.safe_load((FIXTURES / "evidence_heldout" / "cases.yaml").read_text())["cases"]

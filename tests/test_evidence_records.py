@@ -5,18 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tools.baseline import baseline_of
-from tools.context import ToolContext
-from tools.evidence.records import (
-    FixAttemptEvidence,
-    HypothesisEvidence,
-    ReproduceEvidence,
-    evidence_of,
-    protocol_sections,
-)
-from tools.reproduce import ReproduceInput, reproduce
-from tools.sessions import SessionStore, StartSessionInput, render_report, start_session
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.engines.reproduce import ReproduceInput, reproduce
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.judge.baseline import baseline_of
+from rootcause.tools.record.evidence import FixAttemptEvidence, HypothesisEvidence, ReproduceEvidence
+from rootcause.tools.record.registry import evidence_of, protocol_sections
+from rootcause.tools.record.report import render_report
+from rootcause.tools.record.store import SessionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -69,19 +65,19 @@ async def test_reproduce_evidence_round_trip_and_interpreter_note(repo: Path) ->
     assert "**reproduced**" in report and "Expected: the session's symptom (KeyError" in report
 
 
-REPORT_PY = Path(__file__).resolve().parent.parent / "tools" / "sessions" / "report.py"
+REPORT_PY = Path(__file__).resolve().parent.parent / "tools" / "record" / "report.py"
 
 
 def _every_tool(ctx: ToolContext, sid: str) -> dict[str, str]:
     """Record one evidence of every registered tool, each the way its tool records it; returns tool -> a line
     its rendering must show in the report."""
-    from tools.bisect.commits import BisectCommitsResult, CommitInfo, TestedCommit
-    from tools.bisect.common import record_evidence
-    from tools.bisect.env import BisectEnvResult, EnvSide
-    from tools.bisect.versions import BisectVersionsResult, TestedVersion
-    from tools.evidence.findings import CheckpointEvidence, CompareSetupsEvidence, TrainingLogEvidence, dump
-    from tools.evidence.knowledge import CaptureEvidence, ConstraintsEvidence
-    from tools.evidence.records import CollateralEvidence, DiagnoseLogEvidence
+    from rootcause.tools.bisect.common import record_evidence
+    from rootcause.tools.engines.bisect_commits import BisectCommitsResult, CommitInfo, TestedCommit
+    from rootcause.tools.engines.bisect_env import BisectEnvResult, EnvSide
+    from rootcause.tools.engines.bisect_versions import BisectVersionsResult, TestedVersion
+    from rootcause.tools.record.evidence import CollateralEvidence, DiagnoseLogEvidence
+    from rootcause.tools.record.findings import CheckpointEvidence, CompareSetupsEvidence, TrainingLogEvidence, dump
+    from rootcause.tools.record.knowledge_evidence import CaptureEvidence, ConstraintsEvidence
 
     store = SessionStore(ctx.workspace)
     typed = [
@@ -135,7 +131,7 @@ def _every_tool(ctx: ToolContext, sid: str) -> dict[str, str]:
 
 
 def test_a_session_with_every_tools_evidence_renders_through_the_models(repo: Path) -> None:
-    from tools.evidence.records import _REGISTRY
+    from rootcause.tools.record.tool_evidence import _REGISTRY
 
     ctx = ToolContext.for_root(repo)
     sid = start_session(StartSessionInput(symptom="loss is NaN after the warm-up"), ctx).session_id
@@ -176,7 +172,7 @@ def test_old_evidence_still_reads_and_shows_its_plot(repo: Path) -> None:
 
 
 async def test_check_constraints_reads_the_diagnosis_through_the_models(repo: Path) -> None:
-    from tools.knowledge.check import CheckConstraintsInput, check_constraints
+    from rootcause.tools.engines.check_constraints import CheckConstraintsInput, check_constraints
 
     ctx = ToolContext.for_root(repo)
     sid = start_session(StartSessionInput(symptom="training broke"), ctx).session_id

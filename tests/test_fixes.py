@@ -7,6 +7,14 @@ from typing import Any
 
 import anyio
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.close_session import SessionIdInput, close_session
+from rootcause.tools.engines.record_fix_attempt import RecordFixAttemptInput, record_fix_attempt
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.engines.verify_hypothesis import VerifyHypothesisInput, verify_hypothesis
+from rootcause.tools.record.report import render_report
+from rootcause.tools.record.store import CLOCK_OFFSET_ENV, SessionStore
 
 from tests.protocol_project import (
     ROOT_FIX,
@@ -18,19 +26,6 @@ from tests.protocol_project import (
     record_baseline,
 )
 from tests.test_hypothesis import GOOD
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.fixes import RecordFixAttemptInput, record_fix_attempt
-from tools.hypothesis import VerifyHypothesisInput, verify_hypothesis
-from tools.sessions import (
-    CLOCK_OFFSET_ENV,
-    SessionIdInput,
-    SessionStore,
-    StartSessionInput,
-    close_session,
-    render_report,
-    start_session,
-)
 
 pytestmark = pytest.mark.anyio
 

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import git as gitpython
 import pytest
+from rootcause.tools.core import gitrepo
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import worktrees
 
 from tests.conftest import git
-from tools import gitrepo, worktrees
-from tools.errors import UsageError
-from tools.workspace import Workspace
 
 
 def hanging_filter_repo(root: Path) -> Path:
@@ -124,8 +125,8 @@ def test_without_git_on_path_the_module_imports_and_commands_fail_in_our_words(r
 
     script = (
         "import sys; from pathlib import Path\n"
-        "from tools import gitrepo\n"
-        "from tools.errors import UsageError\n"
+        "from rootcause.tools.core import gitrepo\n"
+        "from rootcause.tools.core.errors import UsageError\n"
         "root = Path(sys.argv[1])\n"
         "print('recent', gitrepo.recent_commits(root))\n"
         "try:\n"

@@ -23,8 +23,8 @@ import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rootcause.server.catalog import TOOLS
 
-from server.catalog import TOOLS
 from tests.conftest import git, memory_client
 
 CALL_BOUND_S = 45.0

@@ -6,16 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.close_session import SessionIdInput
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.engines.verify_hypothesis import VerifyHypothesisInput, verify_hypothesis
+from rootcause.tools.judge.baseline import Baseline
+from rootcause.tools.judge.gate import check_falsifiable, disproof_observable, judge_run, parse_expect
+from rootcause.tools.observe.evidence import Observation as RunObservation
+from rootcause.tools.record.report import render_report
+from rootcause.tools.record.store import SessionStore
 
 from tests.conftest import error_text, git, memory_client, structured
 from tests.protocol_project import REPRODUCER, SYMPTOM, edit, make_project, record_baseline
-from tools.baseline import Baseline
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.evidence import Observation as RunObservation
-from tools.gate import check_falsifiable, disproof_observable, judge_run, parse_expect
-from tools.hypothesis import VerifyHypothesisInput, verify_hypothesis
-from tools.sessions import SessionIdInput, SessionStore, StartSessionInput, render_report, start_session
 
 GOOD = {
     "hypothesis": "load() drops every value because the default THRESHOLD of 10 is above all of them",
@@ -261,7 +264,7 @@ async def test_bad_input(project: Path) -> None:
         await _verify(project, sid, command="no-such-program-xyz --flag")
     store = SessionStore(ToolContext.for_root(project).workspace)
     store.record(sid, "capture_knowledge", "none", phase=5, phase_status="done")
-    from tools.sessions import close_session
+    from rootcause.tools.engines.close_session import close_session
 
     close_session(SessionIdInput(session_id=sid), ToolContext.for_root(project))
     with pytest.raises(UsageError, match="is closed"):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from rootcause.tools.ecosystem.scaffold import init_knowledge
+from rootcause.tools.knowledge.starter import TEMPLATES
+
 from tests.conftest import rootcause_executable
-from tools.scaffold import TEMPLATES, init_knowledge
 
 NAMES = ["constraints.md", "architecture.md", "testing.md"]
 
@@ -30,7 +32,7 @@ def test_init_creates_three_files(repo: Path) -> None:
 
 def test_templates_parse_as_numbered_entries() -> None:
     """The knowledge engine reads each template as one numbered entry with a bold title under a `##` section."""
-    from tools.knowledge.entries import parse_markdown
+    from rootcause.tools.knowledge.entries import parse_markdown
 
     for name, text in TEMPLATES.items():
         parsed = parse_markdown(text, name)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rootcause.tools.ecosystem import install as inst
 
 from tests.conftest import REPO_ROOT, rootcause_executable
-from tools import install as inst
 
 CONFIGS = {"claude": (".mcp.json", "mcpServers"), "cursor": (".cursor/mcp.json", "mcpServers"),
            "vscode": (".vscode/mcp.json", "servers")}
@@ -40,7 +40,7 @@ def entry_of(repo: Path, client: str) -> dict:
 
 def test_skill_copies_identical_and_valid() -> None:
     source = REPO_ROOT / ".agents" / "skills" / "rootcause-debug" / "SKILL.md"
-    shipped = REPO_ROOT / "tools" / "skill" / "SKILL.md"
+    shipped = REPO_ROOT / "tools" / "ecosystem" / "skill" / "SKILL.md"
     assert source.read_bytes() == shipped.read_bytes(), "tools/skill/SKILL.md must be a copy of the repo's skill"
     meta, body = inst.split_frontmatter(source.read_text())
     assert meta["name"] == source.parent.name == inst.SKILL_NAME
@@ -337,8 +337,7 @@ def test_inspector_cli_against_installed_command(repo: Path, call: str) -> None:
 async def test_uv_tool_install_writes_a_uvx_entry_that_serves(repo: Path, tmp_path: Path) -> None:
     """The fresh-machine path: `uv tool install` the checkout, `rootcause install`, start what was written."""
     from mcp import Client, StdioServerParameters
-
-    from tools.interpreters import uv_binary
+    from rootcause.tools.run.interpreters import uv_binary
 
     uv = Path(uv_binary())
     env = {**os.environ, "UV_TOOL_DIR": str(tmp_path / "tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "bin")}

@@ -7,14 +7,16 @@ import shutil
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.capture_knowledge import CaptureKnowledgeInput, capture_knowledge
+from rootcause.tools.engines.check_constraints import CheckConstraintsInput, check_constraints
+from rootcause.tools.engines.close_session import SessionIdInput, close_session
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.knowledge.entries import parse_markdown
+from rootcause.tools.record.store import SessionStore
 
 from tests.conftest import FIXTURES, SHARED
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.knowledge.capture import CaptureKnowledgeInput, capture_knowledge
-from tools.knowledge.check import CheckConstraintsInput, check_constraints
-from tools.knowledge.entries import parse_markdown
-from tools.sessions import SessionIdInput, SessionStore, StartSessionInput, close_session, start_session
 
 VEOMNI = SHARED / "fixtures" / "veomni-knowledge"
 OWN = FIXTURES / "knowledge"
@@ -334,7 +336,7 @@ def test_capture_pitfall_given_by_the_caller_none_and_unknown(tmp_path: Path) ->
 def test_automatic_link_on_labelled_entries(name: str, max_missed: int, max_wrong: int) -> None:
     import json
 
-    from tools.knowledge.capture import session_link
+    from rootcause.tools.engines.capture_knowledge import session_link
 
     cases = json.loads((OWN / name).read_text(encoding="utf-8"))["cases"]
     linked = [(c, session_link(c["top"], c["title"], c["body"]) is not None) for c in cases]

@@ -6,11 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.check_constraints import CheckConstraintsInput, check_constraints
 
 from tests.conftest import git
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.knowledge.check import CheckConstraintsInput, check_constraints
 
 pytestmark = pytest.mark.anyio
 

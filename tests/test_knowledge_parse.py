@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from rootcause.tools.knowledge.entries import parse_markdown
+from rootcause.tools.knowledge.guards import collect_guards, glob_regex, normalize_glob, violations
 
 from tests.conftest import FIXTURES, SHARED
-from tools.knowledge.entries import parse_markdown
-from tools.knowledge.guards import collect_guards, glob_regex, normalize_glob, violations
 
 VEOMNI = SHARED / "fixtures" / "veomni-knowledge"
 OWN = FIXTURES / "knowledge"

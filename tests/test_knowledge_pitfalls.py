@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.ecosystem.scaffold import init_knowledge
+from rootcause.tools.engines.capture_knowledge import CaptureKnowledgeInput, capture_knowledge
+from rootcause.tools.engines.check_constraints import CheckConstraintsInput, check_constraints
+from rootcause.tools.knowledge.checklists import checklist_names, render_markdown
+from rootcause.tools.knowledge.pitfalls import SOURCE, link_line, linked_pitfalls, load_pitfalls
 
 from tests.conftest import FIXTURES
-from tools.context import ToolContext
-from tools.knowledge.capture import CaptureKnowledgeInput, capture_knowledge
-from tools.knowledge.check import CheckConstraintsInput, check_constraints
-from tools.knowledge.checklists import checklist_names, render_markdown
-from tools.knowledge.pitfalls import SOURCE, link_line, linked_pitfalls, load_pitfalls
-from tools.scaffold import init_knowledge
 
 pytestmark = pytest.mark.anyio
 QUERY_SETS = {"tuning": "pitfall_queries.json", "held-out": "pitfall_queries_heldout.json",
@@ -118,7 +118,7 @@ async def test_project_entry_ranks_first_and_hides_the_builtin_it_documents(repo
 @pytest.mark.parametrize("name", checklist_names())
 def test_prompt_checklists_are_rendered_from_the_data(name: str) -> None:
     text = (PROMPTS / f"{name}.md").read_text(encoding="utf-8")
-    assert text == render_markdown(name), "run: python -m tools.knowledge.checklists --write"
+    assert text == render_markdown(name), "run: python -m rootcause.tools.knowledge.checklists --write"
     assert "Learning rate too high" in text or "collective or barrier called only on some ranks" in text
 
 

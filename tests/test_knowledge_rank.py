@@ -9,12 +9,12 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.engines.check_constraints import CheckConstraintsInput, check_constraints
+from rootcause.tools.judge.classify import classify_text
+from rootcause.tools.knowledge.index import CACHE, load_index
 
 from tests.conftest import FIXTURES, SHARED
-from tools.context import ToolContext
-from tools.knowledge.check import CheckConstraintsInput, check_constraints
-from tools.knowledge.index import CACHE, load_index
-from tools.taxonomy import classify_text
 
 VEOMNI = SHARED / "fixtures" / "veomni-knowledge"
 QUERIES = json.loads((FIXTURES / "knowledge" / "veomni_queries.json").read_text(encoding="utf-8"))

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rootcause.tools.knowledge.entries import parse_markdown
 
 from tests.conftest import git, structured
 from tests.test_http import http_server
-from tools.knowledge.entries import parse_markdown
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 CLIENTS = 8

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tools.logs.lines import LineModel, clean, iter_lines, split_lines, unflatten
+from rootcause.tools.observe.logs.lines import LineModel, clean, iter_lines, split_lines, unflatten
 
 
 def _texts(text: str) -> list[str]:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from rootcause.tools.observe.logs.metric_formats import canonical, parse_text
+from rootcause.tools.observe.logs.metrics import MetricExtractor, find_spikes, scan_metrics
 
 from tests.conftest import FIXTURES
-from tools.logs.metric_formats import canonical, parse_text
-from tools.logs.metrics import MetricExtractor, find_spikes, scan_metrics
 
 HELDOUT = FIXTURES / "training_logs" / "heldout"
 
@@ -81,7 +81,7 @@ def test_vocabulary_is_data() -> None:
     assert {canonical(k) for k in ("grad_norm", "grad norm", "gnorm", "grad_norm_total", "Grad Norm")} == {"grad_norm"}
     assert {canonical(k) for k in ("lr", "learning rate", "learning_rate", "LR")} == {"lr"}
     assert canonical("eval_loss") == "eval_loss" and canonical("val loss") == "val_loss"
-    names = yaml.safe_load((Path(__file__).parent.parent / "tools/logs/metric_names.yaml").read_text())
+    names = yaml.safe_load((Path(__file__).parent.parent / "tools/observe/logs/metric_names.yaml").read_text())
     assert "gnorm" in names["canonical"]["grad_norm"]
 
 

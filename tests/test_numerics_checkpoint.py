@@ -12,11 +12,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.inspect_checkpoint import (
+    InspectCheckpointInput,
+    InspectCheckpointResult,
+    inspect_checkpoint,
+)
 
 from tests.conftest import error_text, memory_client, structured
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.numerics.checkpoint import InspectCheckpointInput, InspectCheckpointResult, inspect_checkpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -202,7 +206,8 @@ async def test_interpreter_without_torch_is_a_usage_error(ckpts: Path) -> None:
 
 @needs_torch
 async def test_session_evidence_and_mcp_alias(ckpts: Path) -> None:
-    from tools.sessions import SessionStore, StartSessionInput, start_session
+    from rootcause.tools.engines.start_session import StartSessionInput, start_session
+    from rootcause.tools.record.store import SessionStore
 
     ctx = ToolContext.for_root(ckpts)
     session = start_session(StartSessionInput(symptom="missing keys when loading the checkpoint"), ctx)
@@ -229,9 +234,9 @@ def test_torch_never_imported_in_the_server_process(ckpts: Path) -> None:
     shutil.copy(logs / "run_1gpu.log", ckpts / "run_1gpu.log")
     code = textwrap.dedent(f"""
         import sys, anyio
-        from tools.context import ToolContext
-        from tools.numerics.checkpoint import inspect_checkpoint, InspectCheckpointInput
-        from tools.numerics.training_log import analyze_training_log, AnalyzeTrainingLogInput
+        from rootcause.tools.core.context import ToolContext
+        from rootcause.tools.engines.inspect_checkpoint import inspect_checkpoint, InspectCheckpointInput
+        from rootcause.tools.engines.analyze_training_log import analyze_training_log, AnalyzeTrainingLogInput
         ctx = ToolContext.for_root({str(ckpts)!r})
         r = anyio.run(inspect_checkpoint, InspectCheckpointInput(path="dcp_bad", compare_to="model_bad.pt"), ctx)
         assert r.tensors == 7 and not r.missing, r

@@ -12,13 +12,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.analyze_training_log import (
+    AnalyzeTrainingLogInput,
+    AnalyzeTrainingLogResult,
+    analyze_training_log,
+)
+from rootcause.tools.numerics.series import DEFAULT_RTOL
 
 from tests.conftest import FIXTURES, error_text, memory_client, structured
 from tests.test_numerics_checkpoint import needs_torch
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.numerics.series import DEFAULT_RTOL
-from tools.numerics.training_log import AnalyzeTrainingLogInput, AnalyzeTrainingLogResult, analyze_training_log
 
 pytestmark = pytest.mark.anyio
 LOGS = FIXTURES / "training_logs"
@@ -115,7 +119,8 @@ async def test_streaming_a_large_log(repo: Path) -> None:
 
 
 async def test_session_evidence_and_mcp(logs: Path) -> None:
-    from tools.sessions import SessionStore, StartSessionInput, start_session
+    from rootcause.tools.engines.start_session import StartSessionInput, start_session
+    from rootcause.tools.record.store import SessionStore
 
     ctx = ToolContext.for_root(logs)
     session = start_session(StartSessionInput(symptom="loss is NaN after step 36"), ctx)
@@ -226,8 +231,8 @@ def test_plotting_is_not_imported_at_start() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, server.app, tools.numerics.training_log; "
-            "print('matplotlib' in sys.modules, 'tools.numerics.plot' in sys.modules)")
+    code = ("import sys, rootcause.server.app, rootcause.tools.engines.analyze_training_log; "
+            "print('matplotlib' in sys.modules, 'rootcause.tools.numerics.plot' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).parent.parent)
     assert out.stdout.split() == ["False", "False"]
@@ -245,8 +250,9 @@ async def test_plot_image_over_mcp(logs: Path) -> None:
 
 
 async def test_session_report_links_the_plot(logs: Path) -> None:
-    from tools.sessions import SessionStore, StartSessionInput, start_session
-    from tools.sessions.report import render_report
+    from rootcause.tools.engines.start_session import StartSessionInput, start_session
+    from rootcause.tools.record.report import render_report
+    from rootcause.tools.record.store import SessionStore
 
     ctx = ToolContext.for_root(logs)
     session = start_session(StartSessionInput(symptom="loss is NaN after step 36"), ctx)
@@ -258,7 +264,7 @@ async def test_session_report_links_the_plot(logs: Path) -> None:
 
 
 def test_long_series_are_thinned_to_an_envelope() -> None:
-    from tools.numerics.plot import envelope
+    from rootcause.tools.numerics.plot import envelope
 
     steps = np.arange(1, 1_000_001)
     values = np.sin(steps / 5000.0) + 1.5

@@ -10,10 +10,9 @@ from pathlib import Path
 import anyio
 import psutil
 import pytest
-
-from tools.errors import UsageError
-from tools.runner import RUN_MARKER, RunSpec, parse_command, read_output, run_captured, run_dir, run_process
-from tools.workspace import Workspace
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import RUN_MARKER, RunSpec, parse_command, read_output, run_captured, run_dir, run_process
 
 pytestmark = pytest.mark.anyio
 PY = sys.executable

@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 import psutil
-
-from tools.runner import RUN_MARKER
-from tools.runner import guardian as guardian_module
+from rootcause.tools.run import RUN_MARKER
+from rootcause.tools.run import guardian as guardian_module
 
 GUARDIAN = Path(guardian_module.__file__)
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rootcause.tools.core.redact import REDACTED, Redactor, is_secret_name
 
 from tests.conftest import error_text, git, memory_client, stdio_client, structured
-from tools.redact import REDACTED, Redactor, is_secret_name
 
 pytestmark = pytest.mark.anyio
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,

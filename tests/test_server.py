@@ -6,8 +6,8 @@ import itertools
 from pathlib import Path
 
 import pytest
+from rootcause.server.catalog import PROMPTS, TOOLS
 
-from server.catalog import PROMPTS, TOOLS
 from tests.conftest import error_text, memory_client, structured
 
 pytestmark = pytest.mark.anyio

@@ -6,18 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.sessions import (
-    SessionIdInput,
-    SessionStore,
-    StartSessionInput,
-    close_session,
-    render_report,
-    start_session,
-    triage,
-)
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.engines.close_session import SessionIdInput, close_session
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.judge.triage import triage
+from rootcause.tools.record.report import render_report
+from rootcause.tools.record.store import SessionStore
 
 
 @pytest.mark.parametrize(
@@ -104,9 +99,8 @@ def test_close_refused_before_phase5(repo: Path) -> None:
 
 
 def test_session_state_and_start_result_share_the_triage_fields(repo: Path) -> None:
-    from tools.sessions.store import SessionState
-    from tools.sessions.tools import StartSessionResult
-    from tools.sessions.triage import Triage
+    from rootcause.tools.engines.start_session import StartSessionResult
+    from rootcause.tools.record.store import SessionState, Triage
 
     triage_fields = {"path", "reasons", "category", "keywords", "checklists"}
     assert set(Triage.model_fields) == triage_fields

@@ -12,13 +12,13 @@ from pathlib import Path
 import anyio
 import pytest
 from pydantic import ValidationError
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import RunSpec
+from rootcause.tools.run.slurm import SlurmOptions, capture_job_stacks, run_slurm
 
 from tests.conftest import FIXTURES
 from tests.slurm.fixtures import jobs_of_repo, slurm_cluster, squeue_jobs, wait_nothing_left
-from tools.errors import UsageError
-from tools.runner import RunSpec
-from tools.runner.slurm import SlurmOptions, capture_job_stacks, run_slurm
-from tools.workspace import Workspace
 
 __all__ = ["slurm_cluster"]  # the fixture, imported for pytest
 pytestmark = pytest.mark.anyio

@@ -9,15 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from server.schemas import compact_input, first_sentence, source_key, tool_schemas
+from rootcause.server.schemas import compact_input, first_sentence, source_key, tool_schemas
 
 HEAVY = ("torch", "numpy", "matplotlib", "safetensors", "yaml", "rapidfuzz", "markdown_it", "git", "psutil")
 
 PROBE = """
 import json, sys
-from server.cli import build_parser
+from rootcause.server.cli import build_parser
 build_parser(only_tool="")
-from server.app import build_server
+from rootcause.server.app import build_server
 build_server(sys.argv[1])
 print(json.dumps(sorted(sys.modules)))
 """
@@ -25,19 +25,21 @@ print(json.dumps(sorted(sys.modules)))
 
 def test_serve_imports_no_engine_and_no_heavy_library(repo: Path) -> None:
     # the cache is written once per source state, by a process that imports the engines afresh
-    subprocess.run([sys.executable, "-c", "from server.schemas import tool_schemas; tool_schemas()"], check=True)
+    subprocess.run([sys.executable, "-c", "from rootcause.server.schemas import tool_schemas; tool_schemas()"],
+                   check=True)
     done = subprocess.run([sys.executable, "-c", PROBE, str(repo)], capture_output=True, text=True, check=True)
     modules = set(json.loads(done.stdout))
     heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY)
     assert heavy == [], heavy
-    engines = sorted(m for m in modules if m.startswith("tools.") and m not in {
-        "tools.context", "tools.errors", "tools.redact", "tools.results", "tools.workspace"})
+    light = {"rootcause.tools.core", *(f"rootcause.tools.core.{m}" for m in ("context", "errors", "redact", "results",
+                                                                            "workspace"))}
+    engines = sorted(m for m in modules if m.startswith("rootcause.tools.") and m not in light)
     assert engines == [], engines
 
 
 def test_cached_schemas_equal_fresh_ones() -> None:
     """The cache says what the models on disk say (generated in a new process, without the cache)."""
-    fresh = subprocess.run([sys.executable, "-c", "import json; from server.schemas import generate; "
+    fresh = subprocess.run([sys.executable, "-c", "import json; from rootcause.server.schemas import generate; "
                             "print(json.dumps(generate()))"], capture_output=True, text=True, check=True,
                            env={**os.environ, "ROOTCAUSE_SCHEMA_CACHE": "0"})
     assert tool_schemas() == json.loads(fresh.stdout)

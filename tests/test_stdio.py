@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -40,6 +41,43 @@ async def test_server_starts_inside_repo_with_server_and_tools_folders(repo: Pat
     async with stdio_client(repo) as client:
         data = structured(await client.call_tool("start_session", {"symptom": "ValueError: bad"}))
         assert data["category"] == "python_exception"
+
+
+async def test_decoy_packages_on_pythonpath_do_not_shadow_rootcause(repo: Path, tmp_path: Path) -> None:
+    """mmdetection, Megatron-LM and PyTorch ship a top-level tools/, and ML repos run with PYTHONPATH=.: decoy
+    tools/, server/ and prompts/ packages first on PYTHONPATH and in the working directory change nothing."""
+    from mcp import Client, StdioServerParameters
+
+    decoys = tmp_path / "decoys"
+    for where in (decoys, repo):
+        for name in ("server", "tools", "prompts"):
+            (where / name).mkdir(parents=True, exist_ok=True)
+            (where / name / "__init__.py").write_text(f"raise ImportError('decoy {name} imported from {where}')\n")
+            (where / name / "catalog.py").write_text("raise ImportError('decoy module imported')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(decoys), str(repo), os.environ.get("PYTHONPATH", "")])}
+    params = StdioServerParameters(command=rootcause_executable(), args=["serve", "--root", str(repo)],
+                                   cwd=str(repo), env=env)
+    async with Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"reproduce", "diagnose_log", "start_session"} <= names
+        data = structured(await client.call_tool("diagnose_log", {"text": "ValueError: bad shape\n"}))
+        assert data["diagnosis"]["exception_type"] == "ValueError"
+        ran = structured(await client.call_tool("reproduce", {"command": "python -c 'import sys; sys.exit(3)'",
+                                                              "runs": 1}))
+        assert ran["runs"][0]["exit_code"] == 3
+
+
+def test_installed_rootcause_provides_no_bare_top_level_modules() -> None:
+    """Only `rootcause` comes from an installed rootcause: no bare server, tools or prompts."""
+    from importlib.metadata import distribution
+
+    dist = distribution("rootcause")
+    tops = {Path(str(f)).parts[0] for f in dist.files or [] if not str(f).startswith(("..", "/"))}
+    tops = {t.removesuffix(".py") for t in tops if not t.endswith((".dist-info", ".pth"))}
+    assert not tops & {"server", "tools", "prompts"}, tops
+    import rootcause.tools
+
+    assert Path(rootcause.tools.__file__).parent.name == "tools"
 
 
 def test_cli_session_start_and_show_match_tools(repo: Path) -> None:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from server.surface import render, render_result
+from rootcause.server.surface import render, render_result
 
 
 @pytest.mark.parametrize(("mcp", "cli"), [
@@ -28,7 +27,7 @@ def test_cli_wording(mcp: str, cli: str) -> None:
 
 
 def test_only_guidance_fields_of_a_result_are_rendered() -> None:
-    from tools.evidence.observation import Observation
+    from rootcause.tools.observe.evidence.observation import Observation
 
     fields = Observation.model_fields
     assert "interpreter_note" in fields and "error" in fields

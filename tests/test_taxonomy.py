@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from tools.demo.driver import SYMPTOM as DEMO_SYMPTOM
-from tools.knowledge.symptoms import vocabulary
-from tools.taxonomy import CATEGORIES, classify_text
+from rootcause.tools.ecosystem.demo.driver import SYMPTOM as DEMO_SYMPTOM
+from rootcause.tools.judge.classify import classify_text
+from rootcause.tools.vocabulary.categories import CATEGORIES
+from rootcause.tools.vocabulary.symptoms import vocabulary
 
 
 @pytest.mark.parametrize(("text", "category"), [

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from mcp_types import INVALID_PARAMS
+from rootcause.server.catalog import TOOLS
 
-from server.catalog import TOOLS
 from tests.conftest import error_text, rootcause_executable, stdio_client, structured
 
 pytestmark = pytest.mark.anyio

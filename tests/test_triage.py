@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from tools.demo.driver import SYMPTOM as DEMO_SYMPTOM
-from tools.knowledge.checklists import selected_checklists
-from tools.knowledge.vocabulary import symptom_hits
-from tools.sessions import triage
-from tools.taxonomy import classify_text
+from rootcause.tools.ecosystem.demo.driver import SYMPTOM as DEMO_SYMPTOM
+from rootcause.tools.judge.classify import classify_text
+from rootcause.tools.judge.triage import triage
+from rootcause.tools.knowledge.checklists import selected_checklists
+from rootcause.tools.vocabulary.words import symptom_hits
 
 NUMERICAL = "numerical symptom"
 
@@ -65,7 +64,7 @@ def test_held_out_triage_set() -> None:
 
 
 def test_keywords_skip_prose_words_of_a_wrong_value_symptom() -> None:
-    from tools.keywords import extract_keywords
+    from rootcause.tools.vocabulary.keywords import extract_keywords
 
     assert extract_keywords("masked_mse returns 1.6667 instead of 2.5") == ["masked_mse"]
     assert extract_keywords("test_padding fails: masked_mse returns 1.6667 instead of 2.5") == [

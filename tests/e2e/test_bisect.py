@@ -11,10 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from rootcause.tools.run.interpreters import uv_binary
 
 from tests.conftest import error_text, git, stdio_client, structured
 from tests.test_bisect import commit_series, make_click_repo, make_entrypoints_repo, make_history, snapshot
-from tools.interpreters import uv_binary
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

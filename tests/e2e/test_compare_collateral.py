@@ -6,13 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import RunSpec, run_captured, run_process
+from rootcause.tools.run.interpreters import uv_binary
 
 from tests.conftest import error_text, git, stdio_client, structured
 from tests.test_collateral import CLEAN_FIX, COLLATERAL_FIX, PYTEST, build_calc_repo, tree_state
 from tests.test_compare import build_compare_repo
-from tools.interpreters import uv_binary
-from tools.runner import RunSpec, run_captured, run_process
-from tools.workspace import Workspace
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 

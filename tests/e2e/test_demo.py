@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from rootcause.tools.ecosystem.demo.driver import BUG_LINE, FIX_LINE, LOSS_FILE, build_example
+from rootcause.tools.record.store import PHASE_NAMES
 
 from tests.conftest import git, rootcause_executable
-from tools.demo.driver import BUG_LINE, FIX_LINE, LOSS_FILE, build_example
-from tools.sessions import PHASE_NAMES
 
 pytestmark = pytest.mark.slow
 

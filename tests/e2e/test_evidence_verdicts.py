@@ -103,7 +103,7 @@ def _free_port() -> int:
 
 
 async def test_uv_tls_failure_in_a_numpy_session_is_a_different_failure(repo: Path) -> None:
-    from tools.interpreters import uv_binary
+    from rootcause.tools.run.interpreters import uv_binary
 
     port = _free_port()
     # A plain-HTTP server on an https:// index URL: uv's TLS handshake fails for real (exit 2).

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from rootcause.tools.knowledge.entries import parse_markdown
 
 from tests.conftest import SHARED, error_text, git, memory_client, rootcause_executable, stdio_client, structured
-from tools.knowledge.entries import parse_markdown
 
 VEOMNI = SHARED / "fixtures" / "veomni-knowledge"
 needs_veomni = pytest.mark.skipif(not VEOMNI.is_dir(), reason=f"shared fixture folder {VEOMNI} is absent")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rootcause.tools.ecosystem.demo.driver import SYMPTOM as DEMO_SYMPTOM
 
 from tests.conftest import stdio_client, structured
-from tools.demo.driver import SYMPTOM as DEMO_SYMPTOM
 
 pytestmark = pytest.mark.anyio
 

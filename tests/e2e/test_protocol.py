@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.engines.start_session import StartSessionInput, start_session
+from rootcause.tools.record.store import CLOCK_OFFSET_ENV, SessionStore
 
 from tests.conftest import REPO_ROOT, error_text, stdio_client, structured
 from tests.protocol_project import (
@@ -25,8 +28,6 @@ from tests.protocol_project import (
     record_baseline,
 )
 from tests.test_hypothesis import GOOD
-from tools.context import ToolContext
-from tools.sessions import CLOCK_OFFSET_ENV, SessionStore, StartSessionInput, start_session
 
 pytestmark = pytest.mark.anyio
 

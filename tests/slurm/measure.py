@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/slurm/measure.py [ROUNDS]
 
-Runs a 2-node gloo hang (rank 1 sleeps, rank 0 waits in all_reduce) through tools.runner.slurm with
+Runs a 2-node gloo hang (rank 1 sleeps, rank 0 waits in all_reduce) through rootcause.tools.run.slurm with
 idle_timeout_s=10, ROUNDS times (default 5), and prints each round's timings, the medians and the
 machine's load average (torch's import alone takes 1.5 s idle, over 5 s at a load of 10 on 2 cores). The
 cluster must be up (tests/slurm/cluster.sh start); SLURM_CONF is taken from its default place.
@@ -17,9 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tools.runner import RunSpec
-from tools.runner.slurm import SlurmOptions, run_slurm
-from tools.workspace import Workspace
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import RunSpec
+from rootcause.tools.run.slurm import SlurmOptions, run_slurm
 
 HANG = """\
 import time

@@ -1,6 +1,6 @@
 """What the three bisects share: the reproducer's fields, one rule for good / bad / skip, progress, sessions.
 
-Every reproducer run goes through the evidence layer (tools.evidence): declared once, run by the
+Every reproducer run goes through the evidence layer (rootcause.tools.observe.evidence): declared once, run by the
 runner with the same timeouts, observed into an Observation. `judge` turns an observation into a
 bisect step: good (it passes), bad (it fails with the expected failure, a hang included) or skip
 with the reason (it never reached the code under test, or it fails with another failure).
@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
-
-from tools.bisect.causes import Scope, not_the_package
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.evidence import (
+from rootcause.tools.bisect.causes import Scope, not_the_package
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.results import ToolResult
+from rootcause.tools.observe.evidence import (
     MAX_TIMEOUT_S,
     Observation,
     RunDeclaration,
@@ -28,9 +28,8 @@ from tools.evidence import (
     full_output,
     run_observed,
 )
-from tools.evidence import yardstick as make_yardstick
-from tools.results import ToolResult
-from tools.sessions import SessionStore, require_open
+from rootcause.tools.observe.evidence import yardstick as make_yardstick
+from rootcause.tools.record.store import SessionStore, require_open
 
 Outcome = Literal["pass", "fail", "hang", "crash", "skip", "not_run"]
 Verdict = Literal["good", "bad", "skip"]
@@ -107,7 +106,7 @@ def declaration(ctx: ToolContext, inp: ReproducerFields, *, source: Path, python
                 label: str) -> RunDeclaration:
     """The reproducer in `source` (the root or a worktree), `python`'s environment activated, `source` first on
     PYTHONPATH (ahead of any installed copy of the project)."""
-    from tools.bisect.uvenv import site_path
+    from rootcause.tools.bisect.uvenv import site_path
 
     return declare(inp, ctx.workspace, label=label, tree=None if source == ctx.root else source, python=python,
                    extra_env={"PYTHONPATH": site_path(source)})
@@ -199,8 +198,8 @@ def record_evidence(ctx: ToolContext, session_id: str | None, tool: str, result:
     """Record a bisect's result in the session as its tool's typed evidence (Phase 2)."""
     if session_id is None:
         return
-    from tools.evidence.findings import dump
-    from tools.evidence.records import evidence_of
+    from rootcause.tools.record.findings import dump
+    from rootcause.tools.record.registry import evidence_of
 
     evidence = evidence_of(tool, result.model_dump(mode="json", by_alias=True))
     if evidence is None:

@@ -27,11 +27,10 @@ from typing import Literal
 from filelock import FileLock
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
-
-from tools.bisect.causes import tls_note
-from tools.interpreters import parse_freeze, uv_binary
-from tools.runner import run_captured
-from tools.workspace import Workspace
+from rootcause.tools.bisect.causes import tls_note
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import run_captured
+from rootcause.tools.run.interpreters import parse_freeze, uv_binary
 
 UV_ENV = {"UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1"}
 PROJECT_FILES = ("pyproject.toml", "uv.lock", ".python-version", "uv.toml")

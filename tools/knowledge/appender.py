@@ -20,9 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.errors import UsageError
-from tools.knowledge.entries import Entry, Heading, ParsedFile, parse_markdown
-from tools.workspace import Workspace
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.knowledge.entries import Entry, Heading, ParsedFile, parse_markdown
 
 LOCK_TIMEOUT_S = 60.0
 _BULLET = re.compile(r"^\s*[-*+]\s+")
@@ -124,7 +124,7 @@ def _find_section(parsed: ParsedFile, name: str) -> Heading | None:
 
 def _best_section(parsed: ParsedFile, kind: str, title: str, body: str) -> Heading | None:
     """The heading whose own entries are closest to the new one (at least two shared terms)."""
-    from tools.knowledge.index import Index
+    from rootcause.tools.knowledge.index import Index
 
     holders: dict[str, Heading] = {" > ".join(h.path): h for h in parsed.headings}
     groups: dict[str, list[Entry]] = {}

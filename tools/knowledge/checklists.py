@@ -1,6 +1,6 @@
 """The domain checklists: chosen by the one symptom vocabulary, rendered into prompts/ from the data.
 
-`python -m tools.knowledge.checklists --write` regenerates prompts/<name>.md; a test asserts
+`python -m rootcause.tools.knowledge.checklists --write` regenerates prompts/<name>.md; a test asserts
 the files equal the rendering, so the prompts and the pitfall library cannot drift apart.
 """
 
@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 from pydantic import BaseModel
-
-from tools.knowledge.pitfalls import pitfall
-from tools.knowledge.symptoms import vocabulary
+from rootcause.tools.knowledge.pitfalls import pitfall
+from rootcause.tools.vocabulary.symptoms import vocabulary
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 
@@ -54,8 +53,8 @@ def applicable_checklists(hits: dict[str, str], category: str | None, named: lis
 def render_markdown(name: str) -> str:
     spec = vocabulary().checklists[name]
     lines = [f"# {spec.title}", "",
-             "<!-- Generated from tools/knowledge/data/symptoms.yaml and pitfalls.yaml by",
-             "     `python -m tools.knowledge.checklists --write`; edit the data, not this file. -->", "",
+             "<!-- Generated from tools/vocabulary/data/symptoms.yaml and tools/knowledge/data/pitfalls.yaml by",
+             "     `python -m rootcause.tools.knowledge.checklists --write`; edit the data, not this file. -->", "",
              "Go through each question and write down the answer with the evidence for it.", ""]
     for item in spec.items:
         lines.append(f"- {item.ask}")

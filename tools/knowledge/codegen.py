@@ -15,11 +15,10 @@ import tomllib
 from pathlib import Path
 
 from pydantic import BaseModel
-
-from tools.context import ToolContext
-from tools.errors import UsageError
-from tools.results import bounded
-from tools.runner import parse_command, run_captured
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.results import bounded
+from rootcause.tools.run import parse_command, run_captured
 
 ENV_VAR = "ROOTCAUSE_CODEGEN_CHECK"
 _TARGET = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)\s*:(?![=:])", re.MULTILINE)

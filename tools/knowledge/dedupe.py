@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tools.knowledge.entries import Entry
-from tools.knowledge.vocabulary import concepts, words
+from rootcause.tools.knowledge.entries import Entry
+from rootcause.tools.vocabulary.words import concepts, words
 
 TITLE_ALONE = 88.0
 BODY_ALONE = 85.0
@@ -64,7 +64,7 @@ def find_duplicate(title: str, body: str, entries: list[Entry]) -> Duplicate | N
 
 def pitfall_links(entries: list[Entry]) -> dict[str, Entry]:
     """Built-in pitfall id -> the first entry that links it (a `Pitfall: `id`` line)."""
-    from tools.knowledge.pitfalls import linked_pitfalls
+    from rootcause.tools.knowledge.pitfalls import linked_pitfalls
 
     links: dict[str, Entry] = {}
     for entry in entries:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tools.errors import UsageError
-from tools.workspace import Workspace
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
 
 DEFAULT_DIR = ".agents/knowledge"
 ENV_VAR = "ROOTCAUSE_KNOWLEDGE_DIR"

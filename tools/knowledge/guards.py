@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
-
-from tools import gitrepo
-from tools.knowledge.entries import Entry, ParsedFile
+from rootcause.tools.core import gitrepo
+from rootcause.tools.knowledge.entries import Entry, ParsedFile
 
 _CUE = re.compile(
     r"(must|should|do|does|can)\s*(not|n't)\s+(be\s+)?(hand[- ]?)?(edit|modif|chang|touch)\w*|"

@@ -13,9 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.knowledge.entries import Entry, ParsedFile, parse_markdown
-from tools.knowledge.folder import markdown_files
-from tools.knowledge.vocabulary import CONCEPT_PREFIX, category_concepts, concept_hits, stem, tokens, words
+from rootcause.tools.knowledge.entries import Entry, ParsedFile, parse_markdown
+from rootcause.tools.knowledge.folder import markdown_files
+from rootcause.tools.vocabulary.words import CONCEPT_PREFIX, category_concepts, concept_hits, stem, tokens, words
 
 K1 = 1.2
 B = 0.75

@@ -11,13 +11,13 @@ import re
 from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
-
-from tools.knowledge.entries import Entry, ParsedFile
-from tools.knowledge.index import Index
-from tools.knowledge.symptoms import read_data, vocabulary
-from tools.taxonomy import Category
+from rootcause.tools.knowledge.entries import Entry, ParsedFile
+from rootcause.tools.knowledge.index import Index
+from rootcause.tools.vocabulary.categories import Category
+from rootcause.tools.vocabulary.symptoms import read_data, vocabulary
 
 PITFALLS_FILE = "pitfalls.yaml"
+DATA = "rootcause.tools.knowledge.data"
 PITFALL_LINK = re.compile(r"\bpitfall:\s*`?([a-z0-9_]+)`?", re.IGNORECASE)
 """A knowledge entry names a built-in pitfall it documents: a sub-bullet `- Pitfall: `lr_warmup_uncapped``
 (or an inline `[pitfall:lr_warmup_uncapped]`). Only known ids count, so prose such as "a common pitfall: the..."
@@ -73,7 +73,7 @@ class PitfallMatch(BaseModel):
 def load_pitfalls() -> tuple[Pitfall, ...]:
     import yaml
 
-    pitfalls = TypeAdapter(tuple[Pitfall, ...]).validate_python(yaml.safe_load(read_data(PITFALLS_FILE)))
+    pitfalls = TypeAdapter(tuple[Pitfall, ...]).validate_python(yaml.safe_load(read_data(PITFALLS_FILE, DATA)))
     ids = [p.id for p in pitfalls]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from functools import cache
 
-from tools.knowledge.entries import Entry, parse_markdown
+from rootcause.tools.knowledge.entries import Entry, parse_markdown
 
 
 @cache
 def placeholder_keys() -> frozenset[tuple[str, str]]:
     """(title, whitespace-normalised body) of every entry of the init templates."""
-    from tools.scaffold import TEMPLATES
+    from rootcause.tools.knowledge.starter import TEMPLATES
 
     return frozenset(_key(e) for name, text in TEMPLATES.items() for e in parse_markdown(text, name).entries)
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
-
-from tools.knowledge.entries import Entry, ParsedFile, parse_tokens
-from tools.knowledge.vocabulary import words
+from rootcause.tools.knowledge.entries import Entry, ParsedFile, parse_tokens
+from rootcause.tools.vocabulary.words import words
 
 _TICK = re.compile(r"`([^`]+)`")
 _WORKFLOW = re.compile(r"[\w.-]+\.ya?ml\b")
@@ -183,7 +182,7 @@ def _wiring(tm: TestMap, test: str) -> tuple[bool, list[str], str]:
 
 def _describe_owner(tm: TestMap, text: str) -> tuple[Row, str] | None:
     """The ownership row whose description best matches: a shared word, and two terms or a clear lead."""
-    from tools.knowledge.index import Index
+    from rootcause.tools.knowledge.index import Index
 
     candidates = [row for row in tm.owners if row.paths(1) and not row.paths(0)]
     if not candidates or not text.strip():

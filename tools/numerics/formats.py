@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tools.errors import UsageError
-from tools.numerics._ckpt_worker import looks_like_safetensors
-from tools.workspace import Workspace
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.numerics._ckpt_worker import looks_like_safetensors
 
 Format = Literal["torch", "safetensors", "hf_sharded", "dcp"]
 ShardFormat = Literal["torch", "safetensors", "dcp"]

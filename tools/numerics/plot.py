@@ -15,11 +15,10 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-
-from tools.logs.metrics import RECOGNISED, MetricSeries, Points
+from rootcause.tools.observe.logs.metrics import RECOGNISED, MetricSeries, Points
 
 if TYPE_CHECKING:
-    from tools.numerics.training_log import AnalyzeTrainingLogResult
+    from rootcause.tools.engines.analyze_training_log import AnalyzeTrainingLogResult
 
 WIDTH_PX, ROW_PX, DPI = 1000, 250, 100
 MAX_POINTS = 4000

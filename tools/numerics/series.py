@@ -1,6 +1,6 @@
 """Judgements over metric series read by tools/logs/metrics.py: divergence of two runs, the lr's course.
 
-The spike rule lives with the extractor (tools.logs.metrics.SPIKE_RULE, one rule for every tool).
+The spike rule lives with the extractor (rootcause.tools.observe.logs.metrics.SPIKE_RULE, one rule for every tool).
 """
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-
-from tools.logs.metrics import Points
+from rootcause.tools.observe.logs.metrics import Points
 
 # bf16 keeps 8 significant bits: machine epsilon 2^-7 ~ 0.0078. Two runs that differ only in reduction
 # order (1 GPU vs 8) drift by a few roundings of the loss; 2.5 epsilons separates that noise from a real change.

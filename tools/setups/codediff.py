@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools import gitrepo
-from tools.setups.models import Difference
+from rootcause.tools.core import gitrepo
+from rootcause.tools.setups.models import Difference
 
 MAX_FILE_BYTES = 2_000_000
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@ ?(.*)$")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import tomllib
 
-from tools.interpreters import parse_freeze
-from tools.setups.configs import ConfigParseError
+from rootcause.tools.run.interpreters import parse_freeze
+from rootcause.tools.setups.configs import ConfigParseError
 
 
 def packages_of(text: str, fmt: str) -> dict[str, str]:

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
-
-from tools import gitrepo
-from tools.errors import UsageError
-from tools.interpreters import resolve_python
-from tools.runner import run_dir
-from tools.setups.configs import file_format
-from tools.workspace import Workspace
+from rootcause.tools.core import gitrepo
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.run import run_dir
+from rootcause.tools.run.interpreters import resolve_python
+from rootcause.tools.setups.configs import file_format
 
 LOCK_FILES = ("uv.lock", "poetry.lock", "pdm.lock", "requirements.txt", "requirements.lock")
 _SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|ACCESS_?KEY|AUTH", re.IGNORECASE)

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tools.sessions import SessionState
-from tools.setups.models import Difference
+from rootcause.tools.record.store import SessionState
+from rootcause.tools.setups.models import Difference
 
 _GENERIC = {"error", "exception", "runtimeerror", "valueerror", "assertionerror", "python", "test", "tests"}
 

@@ -1,0 +1,74 @@
+"""diagnose_log: Phase 1's "read the full error" for a log produced elsewhere (a cluster job the agent cannot
+rerun), read streaming; the same diagnosis reproduce gives its failing runs."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from rootcause.tools.core.context import ToolContext
+from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.results import ToolResult, bounded
+from rootcause.tools.engines.reproduce import diagnosis_lines, next_step
+from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_file, diagnose_text
+from rootcause.tools.observe.evidence import diagnosis_line
+from rootcause.tools.record.store import SessionStore, require_open
+
+MAX_TEXT = 2_000_000
+
+
+class DiagnoseLogInput(BaseModel):
+    """Diagnose a log produced elsewhere (a cluster job you cannot rerun): category, root error vs its wrappers,
+    signature, location, per-rank outcomes, hang stacks, failed tests. Give exactly one of path (a file inside
+    the root, any size: read streaming) or text (a pasted log). Phase 1 of the protocol."""
+
+    path: str | None = Field(None, description="A log file inside the root (relative or absolute); any size.")
+    text: str | None = Field(None, description=f"The log text itself (up to {MAX_TEXT} characters).")
+    session_id: str | None = Field(None, description="The session to record the evidence in (advances Phase 1).")
+
+
+class DiagnoseLogResult(ToolResult):
+    diagnosis: Diagnosis
+    source: str = Field(description="The log's path relative to the root, or 'text'.")
+    log_bytes: int
+    next: str
+
+    def summary(self) -> str:
+        return "\n".join([f"Log {self.source} ({self.log_bytes} bytes).", *diagnosis_lines(self.diagnosis),
+                          f"Next: {self.next}"])
+
+
+def diagnose_log(inp: DiagnoseLogInput, ctx: ToolContext) -> DiagnoseLogResult:
+    store = SessionStore(ctx.workspace)
+    if inp.session_id:
+        require_open(store, inp.session_id)
+    if (inp.path is None) == (inp.text is None):
+        raise UsageError("give exactly one of path or text.",
+                         "path for a log file inside the root, text for a pasted log")
+    if inp.text is not None:
+        if not inp.text.strip():
+            raise UsageError("text is empty.", "paste the log, or give its path")
+        if len(inp.text) > MAX_TEXT:
+            raise UsageError(f"text is {len(inp.text)} characters, over the {MAX_TEXT} limit.",
+                             "write the log to a file inside the root and pass path= (read streaming, any size)")
+        diagnosis = diagnose_text(inp.text, ctx.root)
+        source, size = "text", len(inp.text.encode("utf-8", "replace"))
+    else:
+        path = ctx.workspace.resolve(inp.path, must_exist=True, what="log path")
+        if not path.is_file():
+            raise UsageError(f"log path {inp.path!r} is not a file.", "give the path of a log file")
+        try:
+            with open(path, "rb") as fh:
+                fh.read(1)
+        except OSError as exc:
+            raise UsageError(f"log path {inp.path!r} cannot be read: {exc.strerror or exc}.",
+                             "check the file's permissions") from None
+        diagnosis = diagnose_file(path, ctx.root)
+        source, size = ctx.workspace.relative(path), path.stat().st_size
+    result = DiagnoseLogResult(diagnosis=diagnosis, source=source, log_bytes=size,
+                               next=next_step("reproduced", diagnosis).replace("reproducible: ", ""))
+    if inp.session_id:
+        data = result.model_dump(mode="json")
+        data["diagnosis"]["excerpt"] = bounded(data["diagnosis"]["excerpt"], 1_500)
+        summary = "\n".join([f"Log `{source}` ({size} bytes)", f"- Diagnosis: {diagnosis_line(diagnosis)}",
+                             f"- Signature: `{diagnosis.signature}`"])
+        store.record(inp.session_id, "diagnose_log", summary, data, phase=1)
+    return result

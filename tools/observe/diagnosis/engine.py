@@ -1,0 +1,618 @@
+"""Entry points of the diagnosis engine: raw output (a run's log or a pasted log) to a Diagnosis.
+
+Pipeline: lines with rank prefixes split off -> every error found (tracebacks per rank,
+pytest sections, torchrun reports, template lines) -> the root error chosen by tiers
+(a real error beats a distributed symptom, beats a consequence such as SIGTERM, beats a
+wrapper such as ChildFailedError; ties go to the first observed, on torchrun's root-cause
+rank when it names one) -> category by the rule table, signature, ranks, stacks, excerpt.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rootcause.tools.core.results import bounded
+from rootcause.tools.observe.diagnosis import frames as frame_names
+from rootcause.tools.observe.diagnosis import signature as sig
+from rootcause.tools.observe.diagnosis.elastic import ElasticReport, parse_elastic
+from rootcause.tools.observe.diagnosis.errors import FoundError
+from rootcause.tools.observe.diagnosis.models import Diagnosis, RankInfo, StackSummary
+from rootcause.tools.observe.diagnosis.pytest_output import parse_pytest
+from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
+from rootcause.tools.observe.diagnosis.series import find_spike
+from rootcause.tools.observe.diagnosis.stacks import main_frames, stacks_in_log, summarise
+from rootcause.tools.observe.diagnosis.streaming import condensed_text
+from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates
+from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
+from rootcause.tools.observe.diagnosis.tracebacks import (
+    FRAME,
+    exception_line,
+    message_lines,
+    parse_tracebacks,
+    unmarked,
+)
+from rootcause.tools.run import ProcessStack, RunRecord
+from rootcause.tools.vocabulary.keywords import extract_keywords
+
+# Tiers of candidate root errors, lowest wins.
+_WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
+                       r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback|"
+                       r"RayActorError|RayTaskError|ActorDiedError|SrunTaskExit)$")
+# A wrapper that says the cause was logged before it (vLLM's engine core, launchers).
+_WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\b(?:above|root cause)\b|"
+                               r"look up to see its traceback\)?:?\s*$|\bsee (?:the )?inner exception\b",
+                               re.IGNORECASE)
+_CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Aborted"})
+# A cause written into a wrapper's message: "... because of the following error (look up to see its
+# traceback):\nNo module named 'x'", "... exception: KeyError: 'w'", "Caused by: ValueError: ...".
+_EMBEDDED_CAUSE = re.compile(r"(?:because of the following (?:error|exception)(?: \(look up to see its traceback\))?|"
+                             r"\bexception|Caused by|the following error)\s*:\s*(?P<cause>\S.*)", re.DOTALL)
+# vLLM's "Worker failed with error '<the worker's error>', please check the stack trace above for the root cause".
+_QUOTED_CAUSE = re.compile(r"\bfailed with (?:error|exception)\s*:?\s*'(?P<cause>\S.*?)'(?=,\s|\s*$)", re.DOTALL)
+
+
+def _embedded_cause(message: str) -> re.Match[str] | None:
+    return _EMBEDDED_CAUSE.search(message) or _QUOTED_CAUSE.search(message)
+
+
+_CONSEQUENCES = re.compile(r"(KeyboardInterrupt|SignalException|SystemExit|BrokenPipeError|CancelledError)$")
+_CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2\b|closing signal", re.IGNORECASE)
+_SECONDARY_CATEGORIES = {"hang", "distributed_error"}
+_SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*_*[A-Z]\w*)(?::\s+(?P<msg>.+))?$")
+_PYTEST_E = re.compile(r"^\s*E\s\s")
+_BARE_SUFFIXES = ("Error", "Exception", "Unsupported", "Timeout", "Failure", "Interrupt", "Abort")
+
+
+def _bare_line(text: str) -> re.Match[str] | None:
+    """A lone error line, also as pasted: behind pytest's "E   ", a quote, or Markdown (`...`, **...**).
+
+    Its type is an exception's name (`RuntimeError`, `torch._dynamo.exc.Unsupported`), not a warning."""
+    if _PYTEST_E.match(text):
+        text = text.lstrip()[1:]
+    text = text.lstrip(" \t>`*")
+    if text.startswith("_*"):
+        text = text[1:].lstrip("*")
+    m = _BARE.match(text)
+    short = m.group("type").rsplit(".", 1)[-1] if m else ""
+    if not m or short.endswith("Warning") or not (short.endswith(_BARE_SUFFIXES) or short == "Exception"):
+        return None
+    return m
+# An error report's labelled fields (a UI's error dialog, a bug-report template): `**Exception Type:** RuntimeError`
+# with `**Exception Message:** ...` on one of the next lines.
+_FORM_TYPE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?Type[*_`]*\s*:[*_`\s]*"
+                        r"(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)[*_`]*\s*$", re.IGNORECASE)
+_FORM_MESSAGE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?(?:Message|Value)[*_`]*\s*:[*_`\s]*(?P<msg>\S.*)$",
+                           re.IGNORECASE)
+
+
+# VS Code's Python debugger: "Exception has occurred: RuntimeError", the message, then the frames innermost first.
+_DEBUGGER = re.compile(r"^\W*Exception has occurred:\s*(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*)\s*$")
+
+
+def _report_form(lines: list[Line], index: int) -> tuple[str, str, int] | None:
+    """(type, message, last line) of a labelled error report starting at that line."""
+    m = _FORM_TYPE.match(lines[index].text)
+    if not m:
+        m = _DEBUGGER.match(lines[index].text)
+        following = lines[index + 1:index + 6]
+        if not m or not following or not following[0].text.strip() or FRAME.match(following[0].text):
+            return None
+        # A debugger's report: the message on the lines after the type, up to the frames.
+        message = []
+        for ln in following:
+            if not ln.text.strip() or FRAME.match(ln.text):
+                break
+            message.append(ln)
+        return m.group("type"), "\n".join(ln.text.strip() for ln in message), message[-1].index
+    for ln in lines[index + 1:index + 4]:
+        found = _FORM_MESSAGE.match(ln.text)
+        if found:
+            return m.group("type"), found.group("msg").strip(), ln.index
+    return None
+
+
+_ENTRY_SCRIPT = re.compile(r"([\w.\-]+)\.py FAILED\s*$|'-u', '(?:\S*/)?([\w.\-]+)\.py'|"
+                           r"of binary: .*?([\w.\-]+)\.py", re.MULTILINE)
+_NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|^[\d.e+-]+$|^\w?-\d+$|"
+                            r"^(local_rank|return|exitcode|signal|input|invalid|encountered|Detected|Rank)$|"
+                            r"^slurmstepd|^StepId")
+MAX_FRAMES = 40
+MAX_RANKS = 64
+
+
+def _tier(error: FoundError, category: str) -> int:
+    if _WRAPPERS.search(error.type) or (error.source != "template" and _WRAPPER_MESSAGES.search(error.message)
+                                        and not _embedded_cause(error.message)):
+        return 3
+    if error.ignored or error.template in _CONSEQUENCE_TEMPLATES:
+        return 2
+    if error.template == "signal SIGABRT" or error.type == "ShellKilled":
+        return 2  # NCCL and c10 abort the process after the error that matters; a supervisor kills what is left
+    if _CONSEQUENCES.search(error.type) or (error.source == "template" and error.category is None
+                                              and _CONSEQUENCE_MESSAGES.search(error.message)):
+        return 2
+    if error.type == "SignalException" or (_CONSEQUENCE_MESSAGES.search(error.headline()[:200])
+                                           and category == "python_exception"):
+        return 2
+    return 1 if category in _SECONDARY_CATEGORIES else 0
+
+
+def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError], list[str], bool, ElasticReport]:
+    errors: list[FoundError] = []
+    chain_base = 0
+    for stream in streams(lines).values():
+        found = list(parse_tracebacks(stream, chain_base))
+        errors.extend(found)
+        chain_base = max([chain_base, *[e.chain + 1 for e in found]])
+    unranked = [ln for ln in lines if ln.rank is None]
+    # A test session run under a launcher carries its rank tag on every line: read it as it is.
+    pytest = parse_pytest(unranked if any(ln.text.strip() for ln in unranked) else lines, text, chain_base + 1000)
+    errors.extend(pytest.errors)
+    consumed: set[int] = set()
+    for error in errors:
+        if error.start is not None and error.end is not None:
+            consumed.update(range(error.start, error.end + 1))
+    chain = chain_base + 5000
+    if all(e.type == "IncompleteTraceback" or _WRAPPERS.search(e.type) for e in errors):
+        # No complete traceback but a launcher's wrapper: lone error lines (a paste that lost the traceback's head,
+        # ranks' last lines after torchrun's report) are the evidence, read before the templates so that
+        # `RuntimeError: DataLoader worker ... killed by signal` keeps its type.
+        by_stream = streams(lines)
+        for ln in lines:
+            form = _report_form(lines, ln.index) if ln.index not in consumed else None
+            if form:
+                kind, message, last = form
+                errors.append(FoundError(type=kind, message=message, line=ln.index, rank=ln.rank, chain=chain,
+                                         source="bare", start=ln.index, end=last))
+                consumed.update(range(ln.index, last + 1))
+                chain += 1
+                continue
+            m = _bare_line(ln.text)
+            if m and ln.index not in consumed:
+                first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
+                    (m.group("msg") or "").strip()
+                stream = by_stream[ln.stream]
+                pos = next(i for i, s in enumerate(stream) if s.index == ln.index)
+                message, end, _ = message_lines(stream[pos:pos + 40], 1, first)
+                last = stream[pos + max(end - 1, 0)].index
+                errors.append(FoundError(type=m.group("type"), message=message, line=ln.index,
+                                         rank=ln.rank, chain=chain, source="bare", start=ln.index, end=last))
+                consumed.update(range(ln.index, last + 1))
+                chain += 1
+    for error in find_templates(lines, consumed):
+        error.chain = chain
+        chain += 1
+        errors.append(error)
+    report = parse_elastic(lines)
+    for failure in report.failures:
+        if failure.exitcode is None or failure.exitcode >= 0:
+            continue
+        name = _SIGNAL_NAMES.get(-failure.exitcode, f"signal {-failure.exitcode}")
+        # The report's "Signal N received" line names it, unless a traceback's message swallowed that line.
+        if "Signal" not in failure.traceback or not any(e.template == f"signal {name}" for e in errors):
+            category = "host_oom" if failure.exitcode == -9 else "crash"
+            errors.append(FoundError(type=f"Signal{name}", message=f"worker exited with {name}", line=failure.line,
+                                     rank=failure.rank, chain=chain, source="report", template=f"signal {name}",
+                                     category=category, start=failure.line, end=failure.line + 8))
+            chain += 1
+    # Logged ERROR lines are evidence when nothing raised says more than a wrapper, an uncategorised template or
+    # a communication failure (a CUDA error logged by the NCCL watchdog before its terminate is the cause).
+    if all(_says_little(e) for e in errors):
+        for error in _logged_errors(lines, consumed):
+            error.chain = chain
+            chain += 1
+            errors.append(error)
+    if not errors:
+        spike = find_spike(lines)
+        if spike is not None:
+            spike.chain = chain
+            errors.append(spike)
+    errors.extend(_embedded_causes(errors))
+    _mark_ignored(errors, lines)
+    in_test = pytest.detected
+    for error in errors:
+        frame_names.mark(error.frames, root)
+    return errors, pytest.failed, in_test, report
+
+
+_IGNORED = re.compile(r"^\s*Exception ignored in\b")
+
+
+def _says_little(error: FoundError) -> bool:
+    if error.type == "IncompleteTraceback" or _WRAPPERS.search(error.type):
+        return True
+    if error.source == "template" and not error.category:
+        return True
+    return categorise(error, False) in _SECONDARY_CATEGORIES - {"hang"}
+
+
+def _words_category(text: str, in_test: bool) -> str | None:
+    """The specific category a line's words name to the rules (None: only a generic one)."""
+    category = categorise(FoundError(type="", message=text, line=-1), in_test)
+    return None if category in GENERIC else category
+
+
+def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
+    """A logger's ERROR lines whose words name a specific failure, when nothing but a wrapper was raised
+    (`ERROR:megatron.core...:Unexpected result nan ...` above torchrun's report): one per category."""
+    found: dict[str, FoundError] = {}
+    for ln in lines:
+        if ln.level not in ("ERROR", "FATAL", "CRITICAL") or ln.index in consumed or not ln.text.strip():
+            continue
+        error = FoundError(type="LoggedError", message=ln.text.strip()[:2000], line=ln.index, rank=ln.rank,
+                           source="bare", start=ln.index, end=ln.index)
+        category = _words_category(error.message, False)
+        if category and category not in found:
+            error.category = category
+            found[category] = error
+    return list(found.values())
+
+
+def _mark_ignored(errors: list[FoundError], lines: list[Line]) -> None:
+    for error in errors:
+        if error.start is not None and any(_IGNORED.match(ln.text) for ln in lines[max(0, error.start - 2):
+                                                                                  error.start + 1]):
+            error.ignored = True
+
+
+def _embedded_causes(errors: list[FoundError]) -> list[FoundError]:
+    """The cause a wrapper's message carries in its text, as the first link of the wrapper's chain."""
+    causes = []
+    for error in errors:
+        if error.source == "template" or not error.message:
+            continue
+        m = _embedded_cause(error.message)
+        if not m:
+            continue
+        cause = m.group("cause").strip()
+        first, _, rest = cause.partition("\n")
+        typed = exception_line(unmarked(first))
+        if typed:
+            kind, message = typed[0], "\n".join([typed[1], rest]).strip()
+        else:
+            kind, message = error.type, cause
+        if kind == error.type and message == error.message:
+            continue
+        cause_error = FoundError(type=kind, message=message, line=error.line, rank=error.rank, frames=error.frames,
+                                 chain=error.chain, link=error.link - 1, source="embedded", start=error.start,
+                                 end=error.end)
+        # A wrapper that knows better ("Rank 2 failed to pass monitoredBarrier ... Original exception: <a
+        # closed connection>" is a hang) keeps the root; a generic one hands it to its cause.
+        wrapper_category = categorise(error, False)
+        if wrapper_category in GENERIC or wrapper_category == categorise(cause_error, False):
+            causes.append(cause_error)
+    return causes
+
+
+def _chain_category(chain: list[FoundError], in_test: bool) -> str:
+    """The root's category, unless it is generic and a wrapper in its chain says more."""
+    first = categorise(chain[0], in_test or _in_test_frames(chain[0]))
+    if first not in GENERIC:
+        return first
+    for wrapper in chain[1:]:
+        category = categorise(wrapper, in_test or _in_test_frames(wrapper))
+        if category not in GENERIC and not _WRAPPERS.search(wrapper.type):
+            return category
+    return first
+
+
+def _in_test_frames(error: FoundError) -> bool:
+    return any(_TEST_FILE.search(f.file.replace("\\", "/")) for f in error.frames)
+
+
+def _choose(errors: list[FoundError], in_test: bool, report: ElasticReport) -> tuple[FoundError, str] | None:
+    chains: dict[int, list[FoundError]] = {}
+    for error in errors:
+        chains.setdefault(error.chain, []).append(error)
+    root_rank = report.root.rank if report.root else None
+    best: tuple[tuple[int, int, int, int], FoundError, str] | None = None
+    for chain in chains.values():
+        chain.sort(key=lambda e: e.link)
+        category = _chain_category(chain, in_test)
+        # The root of a chain is its first exception, unless that is a bare consequence of the wrapper's cause.
+        head = chain[0]
+        precursor = int(head.source == "template" and head.type in PRECURSORS)
+        key = (_tier(head, category), 0 if root_rank is None or head.rank in (None, root_rank) else 1, precursor,
+               head.line)
+        if best is None or key < best[0]:
+            best = (key, head, category)
+    return (best[1], best[2]) if best else None
+
+
+def _excerpt(lines: list[Line], error: FoundError | None, text: str, limit: int = 4_000) -> str:
+    if error is None or error.start is None:
+        return bounded(text.strip()[-limit:], limit)
+    start = max(0, error.start - (3 if error.source != "traceback" else 0))
+    end = min(len(lines), (error.end or error.line) + 1)
+    block = [ln for ln in lines[start:end] if error.rank is None or ln.rank in (None, error.rank)]
+    prefix = f"[rank {error.rank}] " if error.rank is not None else ""
+    return bounded(prefix + "\n".join(ln.text for ln in block).strip(), limit)
+
+
+_SRUN_TASK = re.compile(r"^srun: error: (?P<node>[\w.\-]+): tasks? (?P<tasks>[\d,\-]+): (?P<what>.+)$")
+_SLURMSTEPD_NODE = re.compile(r"^slurmstepd-(?P<node>[\w.\-]+): ")
+_LOCAL_RANK_FAILED = re.compile(r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<rank>\d+)")
+
+
+def _task_ids(spec: str) -> list[int]:
+    ids: list[int] = []
+    for part in spec.split(","):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            ids.extend(range(int(low), int(high) + 1 if high.isdigit() else int(low) + 1))
+    return ids[:MAX_RANKS * 64]
+
+
+def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, stacks: list[StackSummary],
+           in_test: bool, root_error: FoundError | None) -> dict[str, RankInfo]:
+    ranks: dict[int, RankInfo] = {}
+    nodes: dict[int, str] = {}
+    for line in lines:
+        if line.rank is not None and line.rank not in ranks and len(ranks) < 4096:
+            ranks[line.rank] = RankInfo(outcome="ok")
+        m = _SLURMSTEPD_NODE.match(line.text)
+        if m and line.rank is not None:
+            nodes.setdefault(line.rank, m.group("node"))
+    for error in sorted(errors, key=lambda e: e.line):
+        if error.rank is None or error.ignored:
+            continue
+        category = categorise(error, in_test)
+        # Killed from outside (a signal, the OOM killer, Slurm's cancellation) is a crash, not a failure it raised.
+        killed = error.type.startswith("Signal") or error.template == "slurm-cancelled" or (
+            error.source == "template" and category in ("crash", "host_oom"))
+        outcome = "hang" if category == "hang" else "crash" if killed else "fail"
+        info = ranks.setdefault(error.rank, RankInfo(outcome="ok"))
+        if info.first_error is None:
+            ranks[error.rank] = RankInfo(outcome=outcome, first_error=error.headline()[:300])
+    for failure in report.failures:
+        if failure.rank is None:
+            continue
+        info = ranks.get(failure.rank)
+        if info is None or info.first_error is None:
+            outcome = "crash" if (failure.exitcode or 0) < 0 else "fail"
+            first = failure.traceback.splitlines()[0] if failure.traceback else f"exitcode {failure.exitcode}"
+            ranks[failure.rank] = RankInfo(outcome=outcome, first_error=first[:300])
+    # The launcher's own lines name failed ranks whose output carried no rank prefix.
+    unranked = root_error.headline()[:300] if root_error is not None and root_error.rank is None else None
+    for line in lines:
+        srun = _SRUN_TASK.match(line.text)
+        local = _LOCAL_RANK_FAILED.search(line.text) if not srun else None
+        if srun:
+            what = srun.group("what").strip()
+            outcome = "fail" if what.startswith("Exited with exit code") else "crash"
+            for task in _task_ids(srun.group("tasks")):
+                nodes[task] = srun.group("node")
+                info = ranks.get(task)
+                if info is None or info.outcome == "ok":
+                    ranks[task] = RankInfo(outcome=outcome, first_error=f"{what} (srun task {task})")
+        elif local:
+            rank, code = int(local.group("rank")), int(local.group("code"))
+            info = ranks.get(rank)
+            if info is None or info.outcome == "ok":
+                ranks[rank] = RankInfo(outcome="crash" if code < 0 else "fail",
+                                       first_error=unranked or f"exitcode {code}")
+    for stack in stacks:
+        if stack.rank is not None:
+            info = ranks.get(stack.rank)
+            if info is None or info.outcome == "ok":
+                where = stack.collective or (stack.frames[-1] if stack.frames else "?")
+                at = f" at {stack.user_frame}" if stack.user_frame else ""
+                ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}{at}")
+    for rank, node in nodes.items():
+        if rank in ranks:
+            ranks[rank].node = node
+    ordered = sorted(ranks.items())
+    shown = dict((str(k), v) for k, v in ordered[:MAX_RANKS])
+    if len(ordered) > MAX_RANKS:
+        rest = ordered[MAX_RANKS:]
+        failing = sum(1 for _, v in rest if v.outcome != "ok")
+        shown["…"] = RankInfo(outcome="summary", first_error=f"{len(rest)} more ranks, {failing} not ok")
+    return shown
+
+
+def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundError | None, root: Path) -> str:
+    """A hang is identified by the collectives processes wait in and where the project's code stands."""
+    if error is not None:
+        return _error_signature(error, root)
+    waits = sorted({s.collective for s in stacks if s.collective})
+    places: set[str] = set()
+    for text in texts:
+        frames = frame_names.mark(main_frames(text), root)
+        if any(f.in_project for f in frames):
+            places.update(frame_names.signature_frames(frames, root, count=1))
+    return sig.build("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", sorted(places)[:4])
+
+
+def _in_root(root: Path, name: str) -> bool:
+    """A file of that name at most two folders deep in the root."""
+    return any(next(iter(root.glob(pattern)), None) for pattern in (name, f"*/{name}", f"*/*/{name}"))
+
+
+_KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
+
+
+def _wrapper_prefix_mismatch(message: str) -> str | None:
+    """The wrapper's prefix (DataParallel's `module`, torch.compile's `_orig_mod`) when the missing and the
+    unexpected keys are one set up to it: the checkpoint was saved from, or is loaded into, a wrapped model."""
+    lists: dict[str, set[str]] = {}
+    prefixes: dict[str, int] = {}
+    for kind, keys in _KEY_LIST.findall(message[:20_000]):
+        names = set()
+        for key in re.findall(r'"([^"]*)"', keys)[:200]:
+            m = sig.WRAPPER_PREFIX.match(key)
+            if m:
+                prefixes[m.group(0)[:-1]] = prefixes.get(m.group(0)[:-1], 0) + 1
+            names.add(key[m.end():] if m else key)
+        lists[kind] = names
+    missing, unexpected = lists.get("Missing"), lists.get("Unexpected")
+    if not missing or not unexpected or not prefixes:
+        return None
+    if len(missing & unexpected) < 0.8 * min(len(missing), len(unexpected)):
+        return None
+    return max(prefixes, key=prefixes.__getitem__)
+
+
+def _error_signature(error: FoundError, root: Path) -> str:
+    prefix = _wrapper_prefix_mismatch(error.message)
+    if prefix:
+        return sig.build(f"state-dict wrapper-prefix {prefix}", "", frame_names.signature_frames(error.frames, root))
+    if error.template:
+        template = error.template
+        if template.startswith("fatal-python-error") and error.frames and error.frames[-1].function:
+            # A crash says nothing but its signal: the function it died in (a library's, the same on every
+            # machine) is what tells two crashes apart.
+            template += f" in {error.frames[-1].function}"
+        return sig.build(template, "", frame_names.signature_frames(error.frames, root))
+    canonical = canonical_identity(sig.first_sentence(error.message), error.message)
+    if canonical:
+        # The error names a C++ failure whose Python wrapper varies by version (RuntimeError, DistBackendError).
+        return sig.build(canonical, "", frame_names.signature_frames(error.frames, root))
+    return sig.build(error.short_type, error.message, frame_names.signature_frames(error.frames, root))
+
+
+def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary]) -> list[str]:
+    if error is None:
+        text = category.replace("_", " ")
+    elif error.source == "template":
+        # A template's name is ours, not a term anyone searches for: use its identity and message.
+        text = f"{(error.template or '').replace('-', ' ')} {sig.first_sentence(error.message)}"
+    else:
+        text = sig.first_sentence(error.headline()) or error.headline()
+    words = [w for w in extract_keywords(text, limit=6) if not _NOISE_KEYWORD.search(w)]
+    words = [w for w in words if not ("." in w and w.rsplit(".", 1)[-1] in words)][:3]
+    extra = [s.collective for s in stacks if s.collective] + ([category.replace("_", " ")] if len(words) < 2 else [])
+    for word in extra:
+        if word and word not in words and len(words) < 3:
+            words.append(word)
+    return words[:3]
+
+
+_ERRORISH = re.compile(r"\b(error|errors|failed|failure|fatal|exception|abort(ed)?|killed|timed? ?out|"
+                       r"cancelled|segmentation fault|core dumped|exit(ed)? with (exit )?(code|status) [1-9]\d*)\b",
+                       re.IGNORECASE)
+
+
+def _last_error_line(lines: list[Line]) -> str:
+    """Without an exception message: the last line that looks like an error (a logger's ERROR, or its words)."""
+    for line in reversed(lines):
+        text = line.text.strip()
+        if text and (line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text)):
+            return text[:500]
+    return ""
+
+
+def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks: list[ProcessStack] | None = None,
+                  exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
+    root = Path(root)
+    frame_names.forget()  # the root's files may have changed since the last diagnosis
+    lines = split_lines(text)
+    errors, failed_tests, in_test, report = _collect(lines, text, root)
+    summaries = [s.model_copy(update={"node": p.node}) for p, s in
+                 ((p, summarise(p.text, root, pid=p.pid, rank=p.rank)) for p in stacks or []) if s]
+    if not summaries and timed_out:
+        summaries = stacks_in_log(text, root)
+    if timed_out:
+        # The faulthandler dumps rootcause triggered itself are not the failure.
+        errors = [e for e in errors if not (e.source == "template" and e.type == "FatalPythonError")]
+    chosen = _choose(errors, in_test, report)
+    error, category = chosen if chosen else (None, "python_exception")
+    said_line = ""
+    if error is None and not timed_out and not signal:
+        # No exception parsed (a report form, a paste without the traceback): the last error line's words, or those
+        # of a message pasted alone (3 lines or fewer), still name a specific failure when the rules know them.
+        said = [ln.text.strip() for ln in lines if ln.text.strip()]
+        candidates = [_last_error_line(lines), *(reversed(said) if len(said) <= 3 else ())]
+        said_line, line_category = next(((t, c) for t in candidates if t and (c := _words_category(t, in_test))),
+                                        ("", None))
+        category = line_category or category
+    if error is None and signal:
+        category = "host_oom" if signal == 9 else "crash"
+    elif error is None and exit_code in (137, 139, 134):
+        category = "host_oom" if exit_code == 137 else "crash"
+    if timed_out:
+        if error is not None and category != "hang":
+            error = None  # a hang with an unrelated earlier error: the stacks are the evidence
+        category = "hang"
+    if error is not None and error.template and error.template.startswith("signal") and not error.frames:
+        # A bare signal says little: which of the project's programs received it tells two such failures
+        # apart (another machine's script does not count, as its frames would not).
+        entry = _ENTRY_SCRIPT.search(text)
+        stem = next((g for g in entry.groups() if g), None) if entry else None
+        if stem and _in_root(root, f"{stem}.py"):
+            error.template += f" in {stem}"
+    frames = (error.frames if error else [])[-MAX_FRAMES:]
+    if not summaries and category == "hang":
+        summaries = stacks_in_log(text, root)  # a hung job's log with the dumps its processes wrote
+    if category == "hang":
+        signature = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)
+    elif error is not None:
+        signature = _error_signature(error, root)
+    elif signal:
+        signature = sig.build(f"signal {_SIGNAL_NAMES.get(signal, signal)}", "", [])
+    else:
+        # Nothing raised: a failed exit is told by the last line that reads as an error, if any; a passing or
+        # error-free log has one stable signature (its last line is whatever the program printed last).
+        said = said_line or (_last_error_line(lines) if exit_code else "")
+        signature = sig.build(f"exit {exit_code}" if exit_code is not None else
+                              ("error-line" if said_line else "no-error"), said, [])
+    location = None
+    for frame in reversed(frames):
+        if frame.in_project:
+            rel = frame_names.resolve_in_root(frame.file, str(root)) or frame.file
+            location = f"{rel}:{frame.line}" if frame.line else rel
+            break
+    if location is None:
+        # A hang's (or a crash's faulthandler dump's) first stuck process: the project's line it stands on.
+        dumps = summaries or (stacks_in_log(text, root) if category in ("hang", "crash") else [])
+        # A process waiting in a collective first (mp.spawn's parent only joins its children), then the lowest rank.
+        dumps = sorted(dumps, key=lambda s: (s.collective is None, s.rank is None, s.rank or 0))
+        location = next((s.user_frame for s in dumps if s.user_frame), None)
+    message = error.message if error else ""
+    if error is None and category == "hang":
+        waits = sorted({s.collective for s in summaries if s.collective})
+        message = f"no progress ({timed_out or 'timeout'} timeout)" + (f"; waiting in {', '.join(waits)}"
+                                                                      if waits else "")
+    if not message.strip():
+        message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "no error line in the output")
+    excerpt = _excerpt(lines, error, text)
+    return Diagnosis(
+        category=category,
+        exception_type=error.type if error and error.source != "template" else (error.type if error else None),
+        message=bounded(message, 2_000),
+        keywords=_keywords(error, category, summaries),
+        signature=signature,
+        location=location,
+        frames=frames,
+        ranks=_ranks(lines, errors, report, summaries, in_test, error),
+        stacks=summaries[:16],
+        failed_tests=failed_tests[:100],
+        excerpt=excerpt,
+    )
+
+
+def diagnose_run(record: RunRecord, root: Path) -> Diagnosis:
+    path = Path(root) / record.log_path
+    # After a timeout the log goes on with what rootcause caused (stack dumps, SIGTERM tracebacks).
+    text = condensed_text(path, record.timeout_at_byte) if path.is_file() else record.output
+    diagnosis = diagnose_text(text, root, timed_out=record.timed_out, stacks=record.stacks,
+                              exit_code=record.exit_code, signal=record.signal)
+    # A Slurm run knows every rank and its node (tools/runner/slurm.py), also ranks whose lines the log
+    # does not label: those showed no error.
+    ran: dict[str, str] = getattr(record, "rank_nodes", {})
+    known = {**ran, **{str(s.rank): s.node for s in diagnosis.stacks if s.rank is not None and s.node}}
+    for rank, info in diagnosis.ranks.items():
+        if info.node is None and rank in known:
+            info.node = known[rank]
+    if ran and len(ran) <= MAX_RANKS and "…" not in diagnosis.ranks:
+        ranks = {rank: diagnosis.ranks.get(rank) or RankInfo(outcome="ok", node=node) for rank, node in ran.items()}
+        diagnosis.ranks = dict(sorted({**ranks, **diagnosis.ranks}.items(),
+                                      key=lambda kv: int(kv[0])))
+    return diagnosis
+
+
+def diagnose_file(path: Path, root: Path) -> Diagnosis:
+    """A log of any size, read streaming (head, tail, and windows around error markers)."""
+    return diagnose_text(condensed_text(Path(path)), root)

@@ -1,0 +1,135 @@
+"""Which frames belong to the project, and how a frame is named in signatures and summaries.
+
+A frame is in the project when its file resolves inside the root; a path from another
+machine counts when a suffix of it exists under the root (the same checkout elsewhere), and
+an installed copy counts when its module belongs to one of the root's packages
+(`site-packages/mypkg/model.py` for a root holding `mypkg/` or `src/mypkg/`). Other library
+frames (site-packages, the standard library, frozen and generated code) and other
+machines' files never count: a log pasted from elsewhere is identified by its message.
+Signatures name frames `stem:function`, without directories or line numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from rootcause.tools.observe.diagnosis.models import Frame
+
+_LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/lib64/python\d|\\lib\\|<frozen |^<|"
+                      r"/usr/lib/|/usr/local/lib/|/opt/conda/lib/|/\.pyenv/versions/|importlib|"
+                      r"/torch/|/_pytest/|/pluggy/|/runpy\.py$|/threading\.py$")
+
+
+def is_library(path: str) -> bool:
+    return bool(_LIBRARY.search(path.replace("\\", "/")))
+
+
+_INSTALLED = re.compile(r"(?:site-packages|dist-packages)/(?P<module>[\w.\-]+(?:/[\w.\-]+)*\.py)$")
+
+
+@lru_cache(maxsize=256)
+def root_packages(root: str) -> dict[str, str]:
+    """The import packages a root holds, each with its folder relative to the root (`src/` layouts too)."""
+    base = Path(root)
+    found: dict[str, str] = {}
+    for parent in (base, base / "src"):
+        try:
+            children = list(parent.iterdir()) if parent.is_dir() else []
+        except OSError:
+            continue
+        for child in children:
+            if child.is_dir() and (child / "__init__.py").is_file() and child.name not in found:
+                found[child.name] = child.relative_to(base).as_posix()
+    return found
+
+
+def _installed_in_root(path: str, root: str) -> str | None:
+    m = _INSTALLED.search(path.replace("\\", "/"))
+    if not m:
+        return None
+    package, _, rest = m.group("module").partition("/")
+    folder = root_packages(root).get(package)
+    return f"{folder}/{rest}" if folder and rest else None
+
+
+@lru_cache(maxsize=4096)
+def resolve_in_root(path: str, root: str) -> str | None:
+    """The path relative to root when the file is the project's (by location, by suffix, or installed)."""
+    if not path or path.startswith("<"):
+        return None
+    if is_library(path):
+        return _installed_in_root(path, root)
+    base = Path(root)
+    posix = PurePosixPath(path.replace("\\", "/"))
+    if not posix.is_absolute():
+        candidate = base / posix
+        return posix.as_posix() if candidate.is_file() else None
+    try:
+        return PurePosixPath(path).relative_to(base.as_posix()).as_posix()
+    except ValueError:
+        pass
+    parts = posix.parts[1:]
+    for k in range(len(parts)):
+        suffix = PurePosixPath(*parts[k:])
+        if (base / suffix).is_file():
+            return suffix.as_posix()
+    return None
+
+
+def forget() -> None:
+    resolve_in_root.cache_clear()
+    root_packages.cache_clear()
+
+
+def mark(frames: list[Frame], root: Path) -> list[Frame]:
+    for frame in frames:
+        frame.in_project = resolve_in_root(frame.file, str(root)) is not None
+    return frames
+
+
+def display_module(path: str, root: Path) -> str:
+    """Dotted module for display: project-relative, or from site-packages on, or the file stem."""
+    rel = resolve_in_root(path, str(root))
+    norm = path.replace("\\", "/")
+    if rel is None:
+        m = re.search(r"(?:site-packages|dist-packages)/(.+?)\.py$", norm)
+        rel = m.group(1) if m else PurePosixPath(norm).stem
+    rel = re.sub(r"\.py$", "", rel)
+    rel = re.sub(r"^src/", "", rel)
+    return rel.replace("/", ".")
+
+
+# Comprehension frames vanish with Python 3.12's inlining (PEP 709): not part of an identity.
+_ANONYMOUS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+
+
+def signature_frames(frames: list[Frame], root: Path, count: int = 2) -> list[str]:
+    """The innermost run of project frames, as stem:function (none outside the root).
+
+    From the innermost project frame outward, until a library frame interrupts the run or
+    `count` are taken: the same error raised in a worker process (whose stack lacks the
+    launcher's frames) or reached through another caller keeps its identity.
+    """
+    named = [f for f in frames if (f.function or "") not in _ANONYMOUS]
+
+    def ours(frame: Frame) -> bool:
+        return frame.in_project
+
+    names: list[str] = []
+    started = False
+    for frame in reversed(named):
+        if not ours(frame):
+            if started:
+                break
+            continue
+        started = True
+        # Qualified names (py-spy, IPython: `Class.method`, `f.<locals>.g`) reduce to the plain function name.
+        function = (frame.function or "?").rsplit(".", 1)[-1]
+        name = f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{function}"
+        if name not in names:
+            names.append(name)
+        if len(names) == count:
+            break
+    return list(reversed(names))

@@ -1,0 +1,209 @@
+"""Errors that arrive without a Python traceback, as a table of line templates (data/templates.yaml).
+
+NCCL watchdog and heartbeat timeouts, gloo timeouts, the OOM killer, fatal signals, C++
+`terminate called ... what():`, NaN lines of a training log. Each template names its
+category and an identity used in the signature in place of an exception type, e.g.
+`nccl-watchdog-timeout ALLREDUCE`: the same collective timing out on another rank,
+machine or sequence number gives the same identity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import re2
+import yaml
+from rootcause.tools.observe.diagnosis.errors import FoundError
+from rootcause.tools.observe.diagnosis.models import Frame
+from rootcause.tools.observe.diagnosis.text import Line
+from rootcause.tools.observe.diagnosis.tracebacks import exception_line, message_lines, unmarked
+
+
+@dataclass(frozen=True)
+class Template:
+    name: str
+    pattern: re.Pattern[str]
+    category: str | None
+    identity: Callable[[re.Match[str]], str]
+    """The signature identity of a match (None: let the rules decide)."""
+    typed: bool = False
+    """When the line is an exception line (`Type: message`), identify it as that exception: the same
+    error pasted without its traceback then keeps the signature it has with one."""
+    precursor: bool = False
+    """A C++ log line that a Python exception usually repeats (with frames) right after: that one wins ties."""
+    canonical: bool = False
+    """Its identity is the signature of any exception whose message it matches: the Python type wrapping that
+    C++ error changes between versions (RuntimeError, then DistBackendError) and a garbled paste loses it."""
+    canonical_whole: bool = False
+    """`canonical: whole`: searched in the whole message, not only its first sentence, and tried first (NCCL's
+    "Last error: Cuda failure 'out of memory'" lines name which CUDA failure an "unhandled cuda error" was)."""
+
+
+_RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
+DATA = Path(__file__).parent / "data" / "templates.yaml"
+_FIELD = re.compile(r"\{(\d+|any)(?::(\w+))?\}")
+_CASES: dict[str, Callable[[str], str]] = {
+    "upper": str.upper,
+    "lower": str.lower,
+    "snake": lambda v: v.lower().replace(" ", "_"),
+    "slug": lambda v: re.sub(r"\d+", "<n>", v).lower().replace(" ", "-"),
+    "metric": lambda v: "loss" if v.lower() == "loss" else "grad_norm",
+}
+
+
+def _identity(spec: str, drop: str | None) -> Callable[[re.Match[str]], str]:
+    """A template's identity format (`nccl-watchdog-timeout {1:upper}`) as a function of its match."""
+    dropped = re.compile(drop) if drop else None
+
+    def identity(m: re.Match[str]) -> str:
+        def field(f: re.Match[str]) -> str:
+            value = next((g for g in m.groups() if g), "") if f.group(1) == "any" else m.group(int(f.group(1)))
+            value = dropped.sub("", value or "") if dropped else (value or "")
+            return _CASES[f.group(2)](value) if f.group(2) else value
+        return _FIELD.sub(field, spec)
+    return identity
+
+
+def load_templates(path: Path = DATA) -> tuple[Template, ...]:
+    """The template table of a YAML file (data/templates.yaml), in the order they are tried."""
+    templates = []
+    for entry in yaml.safe_load(path.read_text(encoding="utf-8")):
+        pattern = entry["pattern"]
+        flags = re.IGNORECASE if entry.get("ignore_case") else 0
+        category = entry.get("category")
+        templates.append(Template(
+            entry["name"], re.compile("|".join(pattern) if isinstance(pattern, list) else pattern, flags),
+            None if category in (None, "none") else category, _identity(entry["identity"], entry.get("drop")),
+            bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical")),
+            entry.get("canonical") == "whole"))
+    return tuple(templates)
+
+
+TEMPLATES: tuple[Template, ...] = load_templates()
+
+
+PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
+_CANONICAL = tuple(t for t in TEMPLATES if t.canonical and not t.canonical_whole)
+_CANONICAL_WHOLE = tuple(t for t in TEMPLATES if t.canonical_whole)
+
+
+def canonical_identity(sentence: str, message: str = "") -> str | None:
+    """The identity of a C++ error named in an exception's first sentence (or anywhere in its message)."""
+    found = canonical_match(sentence, message)
+    return found[0].identity(found[1]) if found else None
+
+
+def canonical_match(sentence: str, message: str = "") -> tuple[Template, re.Match[str]] | None:
+    """The template of a C++ error named in an exception's first sentence (or anywhere in its message)."""
+    for templates, text in ((_CANONICAL_WHOLE, message[:4000]), (_CANONICAL, sentence)):
+        for template in templates:
+            m = template.pattern.search(text)
+            if m:
+                return template, m
+    return None
+# One search per line tells whether any template can match it (most lines of a big log match none): an RE2
+# automaton (one pass per line) unless a template needs what RE2 lacks (lookaround).
+_LOOKAROUND = re.compile(r"\(\?<?[=!]")
+
+
+def _without_lookaround(pattern: str) -> str:
+    """The pattern with its lookaround groups removed: it matches wherever the original does (a pre-filter may
+    match more, never less), and RE2 compiles it."""
+    out, i = [], 0
+    while i < len(pattern):
+        m = _LOOKAROUND.match(pattern, i)
+        if not m or (i and pattern[i - 1] == "\\"):
+            out.append(pattern[i])
+            i += 1
+            continue
+        depth, j, in_class = 0, i, False
+        while j < len(pattern):
+            c = pattern[j]
+            if c == "\\":
+                j += 2
+                continue
+            if in_class:
+                in_class = c != "]"
+            elif c == "[":
+                in_class = True
+            elif c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+                if not depth:
+                    break
+            j += 1
+        i = j + 1
+    return "".join(out)
+
+
+_ANY_PATTERN = "|".join(f"(?{'i' if t.pattern.flags & re.IGNORECASE else ''}:{_without_lookaround(t.pattern.pattern)})"
+                        for t in TEMPLATES)
+_ANY = re2.compile(_ANY_PATTERN) if not _LOOKAROUND.search(_ANY_PATTERN) else re.compile(_ANY_PATTERN)
+
+
+# Words that turn what follows into a guess: Ray's "There are some potential root causes. (1) ... OOM killer
+# ... (3) ... SIGSEGV", a hint's "this may be caused by".
+_HEDGE = re.compile(r"\b(?:potential|possible|probable) (?:root )?causes?\b|"
+                    r"\b(?:may|might|could|can) be (?:caused by|due to)\b", re.IGNORECASE)
+_SOURCE_LINE = re.compile(r"\braise\s+[\w.]+\(")
+
+
+def rank_in(text: str) -> int | None:
+    m = _RANK_IN_TEXT.search(text)
+    if not m:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _dump_frames(following: list[Line]) -> list[Frame]:
+    """The current thread's frames of the faulthandler dump that follows a fatal error line."""
+    from rootcause.tools.observe.diagnosis.stacks import threads
+
+    found = threads("\n".join(ln.text for ln in following))
+    current = next((fr for label, fr in found if label.startswith("Current thread")), None)
+    return current or (found[0][1] if found else [])
+
+
+def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError]:
+    """Template errors on lines no traceback already accounted for; one per (template, rank, identity)."""
+    seen: set[tuple[str, int | None, str]] = set()
+    for pos, line in enumerate(lines):
+        if line.index in consumed or not _ANY.search(line.text):
+            continue
+        for template in TEMPLATES:
+            m = template.pattern.search(line.text)
+            if not m or _SOURCE_LINE.search(line.text, 0, m.start()):
+                continue  # a traceback's source line (`raise RuntimeError('Error(s) in ...'`) is code, not an error
+            if _HEDGE.search(line.text, 0, m.start()):
+                continue  # a list of what might have happened ("potential root causes: ... SIGSEGV") is no evidence
+            rank = line.rank if line.rank is not None else rank_in(line.text)
+            identity = template.identity(m)
+            key = (template.name, rank, identity)
+            if key in seen:
+                break
+            seen.add(key)
+            message = line.text[m.start():].strip() if template.name not in ("OOMKiller", "ShellKilled") \
+                else line.text.strip()
+            if template.name == "CppTerminate":
+                what = next((ln.text.split("what():", 1)[1].strip() for ln in lines[pos + 1:pos + 4]
+                             if "what():" in ln.text), "")
+                message = what or message
+                yield FoundError(type=m.group(1), message=message, line=line.index, rank=rank, source="template",
+                                 template=None, category=None, start=line.index, end=line.index + 2)
+                break
+            typed = exception_line(unmarked(line.text)) if template.typed else None
+            if typed:
+                same_rank = [ln for ln in lines[pos:pos + 40] if ln.rank == line.rank]
+                message, end, _ = message_lines(same_rank, 1, typed[1])
+                yield FoundError(type=typed[0], message=message[:2000], line=line.index, rank=rank, source="bare",
+                                 category=template.category, start=line.index, end=same_rank[end - 1].index)
+                break
+            frames = _dump_frames(lines[pos + 1:pos + 200]) if template.name == "FatalPythonError" else []
+            yield FoundError(type=template.name, message=message[:2000], line=line.index, rank=rank,
+                             frames=frames, source="template", template=identity, category=template.category,
+                             start=max(0, line.index - 2), end=line.index + 3)
+            break
