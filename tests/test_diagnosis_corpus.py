@@ -32,7 +32,8 @@ def empty_root(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def test_corpus_covers_every_category() -> None:
     assert len(LABELS) >= 40
-    assert {item["category"] for item in LABELS} == set(CATEGORIES)
+    # metric_regression is a verdict on a run judged by a metric or reference yardstick, never read from a log alone
+    assert {item["category"] for item in LABELS} == set(CATEGORIES) - {"metric_regression"}
     assert all((LOGS / item["file"]).is_file() for item in LABELS)
 
 

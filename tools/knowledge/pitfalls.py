@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 from rootcause.tools.knowledge.entries import Entry, ParsedFile
@@ -27,6 +28,9 @@ MIN_SHARE_OF_TOP = 0.3
 """A pitfall is listed when its score is at least this share of the best pitfall's score."""
 
 
+Fact = Literal["backend", "device", "distributed", "exit"]
+
+
 class Pitfall(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,6 +45,8 @@ class Pitfall(BaseModel):
     concepts: tuple[str, ...] = ()
     prior: float = Field(1.0, ge=0.5, le=2.0)
     """How common the cause is: a short symptom that fits several pitfalls lists the common ones first."""
+    requires: dict[Fact, tuple[str | bool, ...]] = {}
+    """The run facts the cause needs: a known fact outside its list drops the pitfall (NCCL on a gloo job)."""
 
     @field_validator("source")
     @classmethod

@@ -1,13 +1,8 @@
-"""The error taxonomy, and the category of free text such as a symptom a user typed.
+"""The error taxonomy (DESIGN's `category`): one name per class of failure.
 
-There is one table of error rules: tools/diagnosis/rules.py. Free text is first read as
-an error message against that table (a leading `SomeError:` counts as the exception
-type). Only when that finds nothing specific does the prose vocabulary apply: the words
-people use for a failure that an error message never contains ("training hangs", "loss
-spikes", "got OOM-killed"). Those rules are the `prose` list of the one symptom vocabulary
-(tools/knowledge/data/symptoms.yaml, shared with triage and check_constraints); order is
-precedence, first match wins.
-"""
+The category of a root error comes from the diagnosis rules (tools/observe/diagnosis/rules.py); the category
+of free text from judge/classify.py. metric_regression is a run that exits 0 with numbers worse than expected
+(a report's own numbers, or a `metric` / `reference` yardstick)."""
 
 from __future__ import annotations
 
@@ -28,6 +23,7 @@ Category = Literal[
     "import_error",
     "crash",
     "test_failure",
+    "metric_regression",
     "python_exception",
 ]
 
