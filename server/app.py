@@ -1,24 +1,49 @@
-"""The MCPServer: registers every entry of server/catalog.py."""
+"""The MCP server: every entry of server/catalog.py on the SDK's low-level `Server` and its public handlers.
+
+The low-level server leaves arguments to us: server/invoke.py validates them with the tool's input model
+and answers in our words, and every error goes back verbatim as an isError result (the SDK's tool layer
+would prefix "Error executing tool ..." and retell pydantic). Tool schemas come from the cache
+(server/schemas.py), so listing the tools imports no engine; an engine is imported on its first call.
+"""
 
 from __future__ import annotations
 
-import inspect
+import base64
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, ImageContent, TextContent, ToolAnnotations
-from mcp_types import INVALID_PARAMS
-from mcp_types import Resource as MCPResource
-from pydantic import ConfigDict
+import anyio
+from mcp import MCPError, UriTemplate, stdio_server
+from mcp.server import Server, ServerRequestContext
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    GetPromptRequestParams,
+    GetPromptResult,
+    ImageContent,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    TextContent,
+    TextResourceContents,
+    Tool,
+    ToolAnnotations,
+)
 from rootcause import prompts
-from rootcause.server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, PromptSpec, ResourceSpec, ToolSpec
+from rootcause.server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, ResourceSpec, ToolSpec, _attr
 from rootcause.server.invoke import call_engine
 from rootcause.tools.core import redact
 from rootcause.tools.core.context import ToolContext
@@ -29,52 +54,26 @@ from rootcause.tools.core.workspace import Workspace
 log = logging.getLogger("rootcause")
 
 
-def build_server(root: str | Path = ".") -> MCPServer:
+def build_server(root: str | Path = ".") -> Server:
     from rootcause.server.schemas import glossary, tool_schemas
 
-    workspace = Workspace(Path(root))
     schemas = tool_schemas()
-    tools = [_tool(workspace, spec, schemas["tools"][spec.name]) for spec in TOOLS if spec.name in schemas["tools"]]
-    app = RootcauseServer(workspace, "rootcause", instructions=INSTRUCTIONS + glossary(schemas["shared"]),
-                          version=_own_version(), log_level="WARNING", tools=tools)
-    for prompt in PROMPTS:
-        _register_prompt(app, prompt)
-    for resource in RESOURCES:
-        _register_resource(app, workspace, resource)
-    return app
+    handlers = Handlers(Workspace(Path(root)), schemas["tools"])
+    return Server(
+        "rootcause", version=_own_version(), instructions=INSTRUCTIONS + glossary(schemas["shared"]),
+        on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool,
+        on_list_prompts=handlers.list_prompts, on_get_prompt=handlers.get_prompt,
+        on_list_resources=handlers.list_resources, on_list_resource_templates=handlers.list_resource_templates,
+        on_read_resource=handlers.read_resource,
+    )
 
 
-class RootcauseServer(MCPServer):
-    """MCPServer plus what the catalog cannot say statically: the sessions as resources, prompt arguments."""
+def serve_stdio(app: Server) -> None:
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await app.run(read_stream, write_stream, app.create_initialization_options())
 
-    def __init__(self, workspace: Workspace, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.workspace = workspace
-
-    async def list_resources(self) -> list[MCPResource]:
-        from rootcause.server.readers import recent_sessions
-
-        sessions = [
-            MCPResource(uri=f"rootcause://sessions/{state.session_id}", name=f"session {state.session_id}",
-                        description=redact.redact_text(state.symptom[:300]), mime_type="text/markdown")
-            for state in recent_sessions(self.workspace)
-        ]
-        return [*await super().list_resources(), *sessions]
-
-    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
-                         context: Context | None = None) -> Any:
-        spec = next((p for p in PROMPTS if p.name == name), None)
-        if spec is None:  # the SDK would log a traceback and answer an internal error
-            known = ", ".join(p.name for p in PROMPTS)
-            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name[:100]!r}; the prompts are: {known}.")
-        given = set(arguments or {})
-        unknown = sorted(given - set(spec.arguments))
-        missing = [a for a in spec.arguments if a not in given]
-        if unknown or missing:
-            takes = ", ".join(spec.arguments) or "no arguments"
-            problem = (f"does not take {', '.join(unknown)}" if unknown else f"needs {', '.join(missing)}")
-            raise MCPError(code=INVALID_PARAMS, message=f"prompt {name} {problem}; it takes: {takes}.")
-        return await super().get_prompt(name, arguments, context)
+    anyio.run(run)
 
 
 def _own_version() -> str:
@@ -86,108 +85,145 @@ def _own_version() -> str:
         return "0"
 
 
-class _RawArguments(ArgModelBase):
-    """Hands the client's arguments to the tool untouched: server/invoke.py validates them in our words."""
+class Handlers:
+    """The request handlers, over one workspace and the cached tool schemas."""
 
-    model_config = ConfigDict(extra="allow")
+    def __init__(self, workspace: Workspace, schemas: dict[str, dict[str, Any]]) -> None:
+        self.workspace = workspace
+        self.specs = {spec.name: spec for spec in TOOLS if spec.name in schemas}
+        self.tools = [_tool(spec, schemas[spec.name]) for spec in self.specs.values()]
+        self.templates = [(UriTemplate.parse(spec.uri), spec) for spec in RESOURCES]
 
-    def model_dump_one_level(self) -> dict[str, Any]:
-        return {"arguments": dict(self.model_extra or {})}
+    async def list_tools(self, ctx: ServerRequestContext, params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=self.tools)
 
+    async def call_tool(self, ctx: ServerRequestContext, params: CallToolRequestParams) -> CallToolResult:
+        spec = self.specs.get(params.name)
+        if spec is None:
+            return _error(f"unknown tool {params.name[:100]!r}; the tools are: {', '.join(self.specs)}.")
+        return await _call(spec, params.arguments or {}, ToolContext(self.workspace, _progress(ctx)))
 
-def _tool(workspace: Workspace, spec: ToolSpec, schemas: dict[str, Any]) -> Tool:
-    """The MCP tool from the catalog entry and its cached schemas; the engine is imported on the first call."""
+    async def list_prompts(self, ctx: ServerRequestContext,
+                           params: PaginatedRequestParams | None) -> ListPromptsResult:
+        return ListPromptsResult(prompts=[
+            Prompt(name=spec.name, description=spec.description,
+                   arguments=[PromptArgument(name=a, required=True) for a in spec.arguments])
+            for spec in PROMPTS])
 
-    async def handler(ctx: Context, arguments: dict[str, Any]) -> CallToolResult:
-        started = time.monotonic()
-        last = [0.0]
+    async def get_prompt(self, ctx: ServerRequestContext, params: GetPromptRequestParams) -> GetPromptResult:
+        spec = next((p for p in PROMPTS if p.name == params.name), None)
+        if spec is None:
+            known = ", ".join(p.name for p in PROMPTS)
+            raise MCPError(code=INVALID_PARAMS,
+                           message=f"unknown prompt {params.name[:100]!r}; the prompts are: {known}.")
+        given = set(params.arguments or {})
+        unknown = sorted(given - set(spec.arguments))
+        missing = [a for a in spec.arguments if a not in given]
+        if unknown or missing:
+            takes = ", ".join(spec.arguments) or "no arguments"
+            problem = f"does not take {', '.join(unknown)}" if unknown else f"needs {', '.join(missing)}"
+            raise MCPError(code=INVALID_PARAMS, message=f"prompt {spec.name} {problem}; it takes: {takes}.")
+        text = prompts.render(spec.name, **(params.arguments or {}))
+        return GetPromptResult(description=spec.description,
+                               messages=[PromptMessage(role="user", content=TextContent(type="text", text=text))])
 
-        async def progress(done: float, total: float | None, message: str) -> None:
-            # MCP wants progress to increase with every notification, while engines nest counters
-            # (runs, steps, seconds of a run): send elapsed seconds, the engine's figures go in the message.
-            value = max(round(time.monotonic() - started, 2), last[0] + 0.01)
-            last[0] = value
-            figure = f"[{done:g}/{total:g}] " if total else ""
-            try:
-                await ctx.report_progress(value, None, f"{figure}{message}")
-            except Exception:  # a client that went away must not fail the tool
-                log.debug("progress notification failed", exc_info=True)
+    async def list_resources(self, ctx: ServerRequestContext,
+                             params: PaginatedRequestParams | None) -> ListResourcesResult:
+        from rootcause.server.readers import recent_sessions
 
-        # Errors are returned as isError results carrying our message verbatim (raising ToolError
-        # would prefix it with the SDK's generic "Error executing tool ...").
-        # Everything sent back passes one redaction pass (tools/redact.py): a child's output or a
-        # pasted log may carry tokens; the files on disk stay verbatim.
-        redactor = redact.for_call(arguments)
+        states = await anyio.to_thread.run_sync(recent_sessions, self.workspace)
+        return ListResourcesResult(resources=[
+            Resource(uri=f"rootcause://sessions/{state.session_id}", name=f"session {state.session_id}",
+                     description=redact.redact_text(state.symptom[:300]), mime_type="text/markdown")
+            for state in states])
+
+    async def list_resource_templates(self, ctx: ServerRequestContext,
+                                      params: PaginatedRequestParams | None) -> ListResourceTemplatesResult:
+        return ListResourceTemplatesResult(resource_templates=[
+            ResourceTemplate(uri_template=spec.uri, name=spec.name, description=spec.description,
+                             mime_type=spec.mime_type)
+            for _, spec in self.templates])
+
+    async def read_resource(self, ctx: ServerRequestContext, params: ReadResourceRequestParams) -> ReadResourceResult:
+        uri = str(params.uri)
+        for template, spec in self.templates:
+            values = template.match(uri)
+            if values is not None:
+                text = await anyio.to_thread.run_sync(self._read, spec, uri, values)
+                return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type=spec.mime_type,
+                                                                         text=text)])
+        known = ", ".join(spec.uri for _, spec in self.templates)
+        raise MCPError(code=INVALID_PARAMS, message=f"unknown resource {uri[:200]!r}; the resources are: {known}.")
+
+    def _read(self, spec: ResourceSpec, uri: str, values: dict[str, Any]) -> str:
+        if any(not isinstance(v, str) or not v or "\0" in v or "/" in v or "\\" in v or v.startswith(".")
+               for v in values.values()):
+            raise MCPError(code=INVALID_PARAMS, message=f"malformed resource {uri[:200]!r}: an id is one path "
+                                                        "segment, as the tools return it.")
         try:
-            result = await call_engine(spec, arguments, ToolContext(workspace, progress))
+            return redact.redact_text(_attr(spec.reader)(self.workspace, **values))  # imported on first read
         except UsageError as exc:
-            return _error(redactor.text(str(exc)))
-        except ToolError as exc:
-            return _error(redactor.text(str(exc)))
-        except Exception as exc:
-            log.exception("tool %s failed", spec.name)
-            return _error(redactor.text(
-                f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
-                "Processes it started were stopped; please report this with the arguments used."
-            ))
-        content: list[TextContent | ImageContent] = [
-            TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))
-        ]
-        content.extend(_image(path) for path in result.images())
-        return CallToolResult(
-            content=content,
-            structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)),
-        )
+            raise MCPError(code=INVALID_PARAMS, message=str(exc), data={"uri": uri}) from None
+        except OSError as exc:
+            log.warning("resource %s unreadable: %s", uri, exc)
+            raise MCPError(code=INTERNAL_ERROR, message=f"{uri[:200]} could not be read: {exc.strerror or exc}.",
+                           data={"uri": uri}) from None
 
+
+def _tool(spec: ToolSpec, schemas: dict[str, Any]) -> Tool:
     hints = spec.hints
-    return Tool(
-        fn=handler, name=spec.name, description=spec.description, parameters=schemas["input"],
-        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=schemas["output"]),
-        is_async=True, context_kwarg="ctx",
-        annotations=ToolAnnotations(read_only_hint=hints.read_only, destructive_hint=hints.destructive,
-                                    idempotent_hint=hints.idempotent, open_world_hint=hints.open_world),
-    )
+    return Tool(name=spec.name, description=spec.description, input_schema=schemas["input"],
+                output_schema=schemas["output"],
+                annotations=ToolAnnotations(read_only_hint=hints.read_only, destructive_hint=hints.destructive,
+                                            idempotent_hint=hints.idempotent, open_world_hint=hints.open_world))
+
+
+def _progress(ctx: ServerRequestContext):
+    started = time.monotonic()
+    last = [0.0]
+
+    async def progress(done: float, total: float | None, message: str) -> None:
+        # MCP wants progress to increase with every notification, while engines nest counters
+        # (runs, steps, seconds of a run): send elapsed seconds, the engine's figures go in the message.
+        value = max(round(time.monotonic() - started, 2), last[0] + 0.01)
+        last[0] = value
+        figure = f"[{done:g}/{total:g}] " if total else ""
+        try:
+            await ctx.session.report_progress(value, None, f"{figure}{message}")
+        except Exception:  # a client that went away must not fail the tool
+            log.debug("progress notification failed", exc_info=True)
+
+    return progress
+
+
+async def _call(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> CallToolResult:
+    """The engine's result, or its error verbatim; everything sent back passes one redaction pass.
+
+    A child's output or a pasted log may carry tokens (tools/core/redact.py); the files on disk stay verbatim.
+    """
+    redactor = redact.for_call(arguments)
+    try:
+        result = await call_engine(spec, arguments, ctx)
+    except UsageError as exc:
+        return _error(redactor.text(str(exc)))
+    except Exception as exc:
+        log.exception("tool %s failed", spec.name)
+        return _error(redactor.text(
+            f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
+            "Processes it started were stopped; please report this with the arguments used."
+        ))
+    content: list[TextContent | ImageContent] = [
+        TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))
+    ]
+    content.extend(_image(path) for path in result.images())
+    return CallToolResult(content=content,
+                          structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)))
 
 
 def _image(path: Path) -> ImageContent:
-    import base64
-
     return ImageContent(type="image", data=base64.b64encode(Path(path).read_bytes()).decode("ascii"),
                         mime_type="image/png")
 
 
 def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=bounded(message, 4_000))], is_error=True)
-
-
-def _register_prompt(app: MCPServer, spec: PromptSpec) -> None:
-    def render(**values: str) -> str:
-        return prompts.render(spec.name, **values)
-
-    render.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY, annotation=str) for a in spec.arguments],
-        return_annotation=str,
-    )
-    render.__name__ = spec.name
-    render.__annotations__ = {**{a: str for a in spec.arguments}, "return": str}
-    app.prompt(name=spec.name, description=spec.description)(render)
-
-
-def _register_resource(app: MCPServer, workspace: Workspace, spec: ResourceSpec) -> None:
-    from rootcause.server.catalog import _attr
-
-    params = [p.strip("{}") for p in spec.uri.split("/") if p.startswith("{")]
-
-    def read(**values: str) -> str:
-        try:
-            return redact.redact_text(_attr(spec.reader)(workspace, **values))  # imported on first read
-        except UsageError as exc:
-            raise ResourceError(str(exc)) from None
-
-    read.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, annotation=str) for p in params],
-        return_annotation=str,
-    )
-    read.__name__ = spec.name
-    read.__annotations__ = {**{p: str for p in params}, "return": str}
-    app.resource(spec.uri, name=spec.name, description=spec.description, mime_type=spec.mime_type)(read)

@@ -281,10 +281,13 @@ def _check_log_path(spec: ToolSpec, name: str, raw: str, ctx: Any) -> None:
 
 
 def _serve(args: argparse.Namespace, root: Path) -> int:
+    import logging
+
     from rootcause.tools.core.errors import UsageError
 
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # to stderr
     try:
-        from rootcause.server.app import build_server
+        from rootcause.server.app import build_server, serve_stdio
 
         app = build_server(root)
     except UsageError as exc:
@@ -295,7 +298,7 @@ def _serve(args: argparse.Namespace, root: Path) -> int:
             print("rootcause serve speaks MCP over stdin/stdout and waits for an MCP client; to add it to one, run "
                   "`rootcause install --client claude|cursor|vscode` in your repository (Ctrl-C to stop).",
                   file=sys.stderr)
-        app.run("stdio")
+        serve_stdio(app)
         return EXIT_OK
     from rootcause.server.http import serve_http
 

@@ -12,7 +12,7 @@ import ipaddress
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -60,14 +60,14 @@ def security_settings(host: str, port: int) -> TransportSecuritySettings:
                                      allowed_origins=origins)
 
 
-def build_http_app(app: MCPServer, host: str, port: int, token: str | None) -> ASGIApp:
+def build_http_app(app: Server, host: str, port: int, token: str | None) -> ASGIApp:
     asgi: ASGIApp = app.streamable_http_app(transport_security=security_settings(host, port), host=host)
     if token:
         asgi = BearerTokenMiddleware(asgi, token)
     return asgi
 
 
-def serve_http(app: MCPServer, host: str, port: int) -> int:
+def serve_http(app: Server, host: str, port: int) -> int:
     token = os.environ.get(TOKEN_ENV) or None
     if not is_loopback(host) and not token:
         print(f"error: refusing to bind {host}: rootcause runs commands, so only loopback is allowed without a "

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from mcp_types import INVALID_PARAMS
+from mcp.types import INVALID_PARAMS
 from rootcause.server.catalog import TOOLS
 
 from tests.conftest import error_text, rootcause_executable, stdio_client, structured
