@@ -11,12 +11,14 @@ from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
 from rootcause.tools.knowledge.checklists import Checklist, applicable_checklists
 from rootcause.tools.knowledge.codegen import CodegenCheck, run_codegen_check
+from rootcause.tools.knowledge.context import RunFacts, facts_from_text
 from rootcause.tools.knowledge.entries import Entry
 from rootcause.tools.knowledge.folder import knowledge_dir
 from rootcause.tools.knowledge.guards import GuardViolation, collect_guards, violations, working_tree_changes
 from rootcause.tools.knowledge.index import Hit, Index, load_index
 from rootcause.tools.knowledge.pitfalls import PitfallMatch, pitfall, rank_pitfalls
 from rootcause.tools.knowledge.placeholders import is_placeholder
+from rootcause.tools.record.evidence import ReproduceEvidence
 from rootcause.tools.record.knowledge_evidence import ConstraintsEvidence
 from rootcause.tools.record.registry import evidence_of
 from rootcause.tools.record.store import SessionState, SessionStore
@@ -26,6 +28,7 @@ MAX_TOP_K = 50
 MAX_SYMPTOM = 20_000
 PLACEHOLDER_SLACK = 8
 PITFALL_LIMIT = 5
+LOG_HEAD_BYTES = 256_000
 
 
 class CheckConstraintsInput(BaseModel):
@@ -51,6 +54,10 @@ class CheckConstraintsInput(BaseModel):
     knowledge_dir: str | None = Field(
         None, description="Knowledge folder inside the root. Default: $ROOTCAUSE_KNOWLEDGE_DIR, else "
         ".agents/knowledge.")
+    facts: RunFacts | None = Field(
+        None, description="What you know of the failing run (backend, device, launcher, distributed, exit: zero | "
+        "nonzero); a pitfall a known fact rules out is dropped. Default: read from the session's reproduced run "
+        "and the symptom.")
 
 
 class Match(BaseModel):
@@ -80,17 +87,22 @@ class CheckConstraintsResult(ToolResult):
     guard_violations: list[GuardViolation]
     codegen_stale: bool | None = None
     codegen: CodegenCheck | None = None
+    facts: RunFacts = Field(default_factory=RunFacts,
+                            description="The run facts the pitfalls were weighed by, and where they came from.")
+    facts_source: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
 
     def summary(self) -> str:
         lines = [f"Knowledge: {self.entries} entries in {len(self.files)} file(s) under {self.knowledge_dir}"
                  + (f" — query: {self.query[:120]!r}" if self.query else " — no symptom given, matches skipped")]
+        if self.facts.known():
+            lines.append(f"Run facts: {self.facts.describe()} (from {', '.join(self.facts_source)})")
         for m in self.matches:
             lines.append(f"- {m.score:.1f} {m.file}:{m.line} {m.title} [{m.section}] — {'; '.join(m.why)[:160]}")
         if self.query and not self.matches:
             lines.append("- no knowledge entry matches the symptom")
         for p in self.pitfalls:
-            lines.append(f"Pitfall: {p.title} [{p.name}] — check: {p.check[:160]}")
+            lines.append(f"Pitfall: {p.title} [{p.name}] — check: {p.check[:300]}")
         if self.checklists:
             lines.append("Checklists: " + ", ".join(c.name for c in self.checklists))
         for v in self.guard_violations:
@@ -122,6 +134,45 @@ def _session_query(state: SessionState) -> tuple[str, str]:
             category = diagnosis.category or category
             break
     return "\n".join(p for p in parts if p.strip()), category
+
+
+def _session_facts(state: SessionState, root: Path) -> RunFacts:
+    """What the session's latest reproduced run says: its command, exit, interpreter, Slurm, and its log's words."""
+    for ev in reversed(state.evidence):
+        typed = evidence_of(ev.tool, ev.data)
+        if not isinstance(typed, ReproduceEvidence) or not typed.runs:
+            continue
+        texts = [" ".join(typed.command)]
+        for run in typed.runs[:2]:
+            log = root / run.log_path
+            try:
+                with open(log, "rb") as fh:
+                    texts.append(fh.read(LOG_HEAD_BYTES).decode("utf-8", "replace"))
+            except OSError:
+                pass
+        facts = facts_from_text("\n".join(texts)).model_dump()
+        failing = [r for r in typed.runs if r.outcome != "pass"] or typed.runs
+        facts["exit"] = "zero" if all(r.exit_code == 0 for r in failing) else "nonzero"
+        if any(r.launcher == "slurm" for r in typed.runs):
+            facts["launcher"], facts["distributed"] = "slurm", True
+        if typed.environment is not None and typed.environment.cuda_available is False:
+            facts["device"] = "cpu"
+        return RunFacts.model_validate(facts)
+    return RunFacts()
+
+
+def _facts(inp: CheckConstraintsInput, state: SessionState | None, symptom: str, root: Path
+           ) -> tuple[RunFacts, list[str]]:
+    """The caller's facts first, then the session's reproduced run, then the symptom's own words."""
+    layers = [("the arguments", inp.facts or RunFacts()),
+              ("the session's reproduced run", _session_facts(state, root) if state is not None else RunFacts()),
+              ("the symptom", facts_from_text(symptom))]
+    facts, source = RunFacts(), []
+    for name, layer in layers:
+        if set(layer.known()) - set(facts.known()):
+            source.append(name)
+        facts = facts.merged(layer)
+    return facts, source
 
 
 def _search(folder: Path, root: Path, query: str, top_k: int, category: str | None,
@@ -169,7 +220,8 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         _search, folder, ctx.root, symptom, inp.top_k, category, paths)
     query_hits = symptom_hits(symptom) if symptom else {}
     notes = list(index.notes)
-    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations), _links(index))
+    facts, facts_source = _facts(inp, state, symptom, ctx.root)
+    pitfalls, documented = _pitfalls(symptom, category, hits, bool(guard_violations), _links(index), facts)
     notes += [f"built-in pitfall {name} is not listed: the project documents it ({where})"
               for name, where in documented]
     if not index.files:
@@ -188,6 +240,7 @@ async def check_constraints(inp: CheckConstraintsInput, ctx: ToolContext) -> Che
         checklists=applicable_checklists(query_hits, category, state.checklists if state else []),
         changed_files=changed, guards=guard_globs, guard_violations=guard_violations,
         codegen_stale=codegen.stale if codegen is not None else None, codegen=codegen, notes=notes,
+        facts=facts, facts_source=facts_source,
     )
     if state is not None:
         evidence = _evidence(result, [name for name, _ in documented])
@@ -207,12 +260,12 @@ def _links(index: Index) -> dict[str, Entry]:
 
 
 def _pitfalls(symptom: str, category: str | None, hits: list[Hit], guard_hit: bool,
-              links: dict[str, Entry]) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
+              links: dict[str, Entry], facts: RunFacts) -> tuple[list[PitfallMatch], list[tuple[str, str]]]:
     """Ranked built-in pitfalls, minus those the project already documents (the project first): any entry
     that links the pitfall by id, or a matching entry that is a near-duplicate of it."""
     from rootcause.tools.knowledge.dedupe import documenting_entry
 
-    ranked = rank_pitfalls(symptom, category, PITFALL_LIMIT) if symptom else []
+    ranked = rank_pitfalls(symptom, category, PITFALL_LIMIT, facts) if symptom else []
     if guard_hit and "generated_model_patches" not in {p.name for p in ranked}:
         generated = pitfall("generated_model_patches")
         ranked.append(PitfallMatch(name=generated.id, title=generated.title, text=generated.cause,

@@ -1,9 +1,16 @@
 """The category of free text such as a symptom a user typed: the diagnosis rules first, then the prose
-vocabulary (the `prose` rules of tools/vocabulary/data/symptoms.yaml; order is precedence)."""
+vocabulary (the `prose` rules of tools/vocabulary/data/symptoms.yaml; order is precedence).
+
+Words in the scope of a negation ("no OOM, it just hangs", "nothing crashes") take no part in the category,
+and a report that names no failure class says so (basis "none") instead of guessing one.
+"""
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Literal
 
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.rules import categorise
@@ -12,21 +19,101 @@ from rootcause.tools.vocabulary.words import symptom_hits
 
 _ERROR_HEAD = re.compile(r"(?:^|\s)((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt))\s*:\s*(.*)",
                          re.DOTALL)
+_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:['’][A-Za-z]+)?|[^\sA-Za-z0-9_]")
+_BOUNDARY = frozenset(",.;:!?()[]")
+Basis = Literal["error_rules", "prose", "none"]
+
+
+@dataclass(frozen=True)
+class Classified:
+    category: str
+    why: str
+    basis: Basis
+    negated: list[str] = field(default_factory=list)
+    """The words the text says did not happen ("OOM", "crashes"), in order."""
+    named: frozenset[str] = frozenset()
+    """The concepts and signals the text names outside negations (plus the signals read from the whole text)."""
+
+
+@cache
+def _cues() -> tuple[frozenset[str], frozenset[str], int]:
+    neg = vocabulary().negation
+    return frozenset(neg.cues), frozenset(neg.stops), neg.window
+
+
+def _is_cue(word: str, cues: frozenset[str]) -> bool:
+    low = word.lower().replace("’", "'")
+    return low in cues or (low.endswith("n't") and "n't" in cues)
+
+
+def _phrase(text: str) -> set[str]:
+    """The concepts and signals a text names, other than those about what did not happen (negation.keep)."""
+    return set(symptom_hits(text)) - set(vocabulary().negation.keep)
+
+
+def negation_scopes(text: str, protect: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+    """Character spans (cue included) that the text negates; a cue that starts a vocabulary phrase
+    ("no module named", "no progress") is not a negation."""
+    cues, stops, window = _cues()
+    tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(tokens):
+        word, start, end = tokens[i]
+        if not _is_cue(word, cues) or (protect and protect[0] <= start < protect[1]):
+            i += 1
+            continue
+        j, last = i + 1, end
+        while j < len(tokens) and j - i <= window:
+            nxt = tokens[j][0]
+            if nxt in _BOUNDARY or nxt.lower() in stops or _is_cue(nxt, cues):
+                break
+            last = tokens[j][2]
+            j += 1
+        if last > end and _phrase(text[start:last]) - _phrase(text[end:last]):
+            i += 1  # the cue belongs to a phrase of the vocabulary
+            continue
+        spans.append((start, last))
+        i = max(j, i + 1)
+    return spans
+
+
+def classify(text: str) -> Classified:
+    """The category of free text with its basis: the diagnosis rules, the prose vocabulary, or none."""
+    head = _ERROR_HEAD.search(text)
+    protect = (head.start(1), text.find("\n", head.start(1)) % (len(text) + 1) or len(text)) if head else None
+    spans = negation_scopes(text, protect)
+    masked, negated, cursor = [], [], 0
+    for start, end in spans:
+        masked.append(text[cursor:start])
+        masked.append(" " * (end - start))
+        negated.append(text[start:end])
+        cursor = end
+    masked.append(text[cursor:])
+    plain = "".join(masked)
+    kept = set(vocabulary().negation.keep)
+    named = frozenset(set(symptom_hits(plain)) | (set(symptom_hits(text)) & kept))
+
+    error = FoundError(type=head.group(1) if head else "", message=head.group(2) if head else plain, line=0)
+    category = categorise(error, in_test=bool(re.search(r"\btest", plain, re.IGNORECASE)))
+    prose = next((rule for rule in vocabulary().prose if rule.matches(set(named))), None)
+    if not head and prose is not None and prose.category in vocabulary().prose_over_rules.get(category, ()):
+        return Classified(prose.category, prose.why, "prose", negated, named)
+    if category not in ("python_exception", "test_failure"):
+        return Classified(category, "recognised by the diagnosis engine's error rules", "error_rules", negated,
+                          named)
+    if prose is not None:
+        return Classified(prose.category, prose.why, "prose", negated, named)
+    if category == "test_failure":
+        return Classified(category, "a test assertion failed", "error_rules", negated, named)
+    if head or "clearerror" in named:
+        return Classified("python_exception", "an exception no more specific rule matches", "error_rules",
+                          negated, named)
+    return Classified("python_exception", "the symptom names no failure class (no error, no known failure words)",
+                      "none", negated, named)
 
 
 def classify_text(text: str) -> tuple[str, str]:
     """(category, why) for free text: the diagnosis rules first, then the prose vocabulary."""
-
-    head = _ERROR_HEAD.search(text)
-    error = FoundError(type=head.group(1) if head else "", message=head.group(2) if head else text, line=0)
-    category = categorise(error, in_test=bool(re.search(r"\btest", text, re.IGNORECASE)))
-    if category not in ("python_exception", "test_failure"):
-        return category, "recognised by the diagnosis engine's error rules"
-
-    named = set(symptom_hits(text))
-    for rule in vocabulary().prose:
-        if rule.matches(named):
-            return rule.category, rule.why
-    if category == "test_failure":
-        return category, "a test assertion failed"
-    return "python_exception", "no more specific pattern matched"
+    found = classify(text)
+    return found.category, found.why

@@ -12,6 +12,7 @@ from functools import cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from rootcause.tools.knowledge.context import RunFacts, weight
 from rootcause.tools.knowledge.entries import Entry, ParsedFile
 from rootcause.tools.knowledge.index import Index
 from rootcause.tools.vocabulary.categories import Category
@@ -111,28 +112,35 @@ def pitfall_index() -> Index:
                        [])
 
 
-def rank_pitfalls(symptom: str, category: str | None, limit: int = 5) -> list[PitfallMatch]:
-    """The built-in pitfalls that fit the symptom, best first (BM25 + concepts + category boost)."""
+def rank_pitfalls(symptom: str, category: str | None, limit: int = 5,
+                  facts: RunFacts | None = None) -> list[PitfallMatch]:
+    """The built-in pitfalls that fit the symptom, best first (BM25 + concepts + category boost), weighed by the
+    run facts: a pitfall whose preconditions a known fact contradicts is dropped (tools/knowledge/context.py)."""
     if not symptom.strip():
         return []
     pitfalls = load_pitfalls()
-    scored = sorted(((hit.score * pitfalls[hit.entry.line].prior, hit)
-                     for hit in pitfall_index().search(symptom, len(pitfalls), category)),
-                    key=lambda pair: (-pair[0], pair[1].entry.line))[:limit]
+    facts = facts or RunFacts()
+    weighed = []
+    for hit in pitfall_index().search(symptom, len(pitfalls), category):
+        p = pitfalls[hit.entry.line]
+        factor = weight(p.requires, p.category, facts)
+        if factor is not None:
+            weighed.append((hit.score * p.prior * factor, hit, factor))
+    scored = sorted(weighed, key=lambda t: (-t[0], t[1].entry.line))[:limit]
     if not scored:
         return []
     floor = scored[0][0] * MIN_SHARE_OF_TOP
     out = []
-    for score, hit in scored:
+    for score, hit, factor in scored:
         if score < floor:
             break
         p = pitfalls[hit.entry.line]
-        out.append(PitfallMatch(name=p.id, title=p.title, text=p.cause, why="; ".join(hit.why) or "ranked match",
-                                category=p.category, score=round(score, 3), check=p.check, fix=p.fix,
-                                source=p.source_url))
+        why = "; ".join(hit.why) or "ranked match"
+        if factor != 1.0:
+            why += f"; weighed x{factor:g} by the run facts ({facts.describe()})"
+        out.append(PitfallMatch(name=p.id, title=p.title, text=p.cause, why=why, category=p.category,
+                                score=round(score, 3), check=p.check, fix=p.fix, source=p.source_url))
     return out
-
-
 
 
 def linked_pitfalls(text: str) -> list[str]:

@@ -36,6 +36,9 @@ class Triage(BaseModel):
     path: Literal["quick", "full"]
     reasons: list[str]
     category: str
+    category_basis: Literal["error_rules", "prose", "none"] = Field(
+        "error_rules", description="What the category rests on; 'none': the symptom names no failure class.")
+    negated: list[str] = Field(default_factory=list, description="What the symptom says did not happen.")
     keywords: list[str]
     checklists: list[str]
 

@@ -36,10 +36,19 @@ class ProseRule(_Strict):
     category: str
     any: tuple[str, ...] = ()
     all: tuple[str, ...] = ()
+    none: tuple[str, ...] = ()
     why: str
 
     def matches(self, named: set[str]) -> bool:
-        return (not self.all or set(self.all) <= named) and (not self.any or bool(set(self.any) & named))
+        return ((not self.all or set(self.all) <= named) and (not self.any or bool(set(self.any) & named))
+                and not set(self.none) & named)
+
+
+class Negation(_Strict):
+    cues: tuple[str, ...] = Field(min_length=1)
+    window: int = Field(4, ge=1, le=12)
+    keep: tuple[str, ...] = ()
+    stops: tuple[str, ...] = ()
 
 
 class TriageRule(_Strict):
@@ -53,6 +62,7 @@ class TriageRules(_Strict):
     numerical: TriageRule
     failed_fixes: TriageRule
     unclear: TriageRule
+    regression: TriageRule
     clear_error: tuple[str, ...]
 
 
@@ -73,6 +83,9 @@ class SymptomVocabulary(_Strict):
     signals: dict[str, Signal]
     category_concepts: dict[str, tuple[str, ...]]
     prose: tuple[ProseRule, ...]
+    negation: Negation
+    prose_over_rules: dict[str, tuple[str, ...]] = {}
+    """Without an exception line: error-rule category -> prose categories that take precedence over it."""
     triage: TriageRules
     checklists: dict[str, ChecklistSpec]
     keywords: tuple[str, ...] = Field(min_length=1)
@@ -88,17 +101,17 @@ class SymptomVocabulary(_Strict):
             raise ValueError(f"names used both as concept and signal: {sorted(overlap)}")
         used: list[tuple[str, tuple[str, ...]]] = [(f"category_concepts.{k}", v) for k, v in
                                                    self.category_concepts.items()]
-        used += [(f"prose[{r.category}]", r.any + r.all) for r in self.prose]
+        used += [(f"prose[{r.category}]", r.any + r.all + r.none) for r in self.prose]
         used += [(f"triage.{k}", getattr(self.triage, k).any) for k in
-                 ("distributed", "numerical", "failed_fixes", "unclear")]
-        used += [("triage.clear_error", self.triage.clear_error)]
+                 ("distributed", "numerical", "failed_fixes", "unclear", "regression")]
+        used += [("triage.clear_error", self.triage.clear_error), ("negation.keep", self.negation.keep)]
         used += [(f"checklists.{k}", c.any) for k, c in self.checklists.items()]
         for where, refs in used:
             unknown = set(refs) - names
             if unknown:
                 raise ValueError(f"{where} names unknown concepts {sorted(unknown)}")
         categories = ([r.category for r in self.prose] + list(self.category_concepts)
-                      + [c for k in ("distributed", "numerical", "failed_fixes", "unclear")
+                      + [c for k in ("distributed", "numerical", "failed_fixes", "unclear", "regression")
                          for c in getattr(self.triage, k).categories]
                       + [c for spec in self.checklists.values() for c in spec.categories])
         unknown = set(categories) - set(CATEGORIES)
