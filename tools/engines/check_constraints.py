@@ -151,6 +151,8 @@ def _session_facts(state: SessionState, root: Path) -> RunFacts:
             except OSError:
                 pass
         facts = facts_from_text("\n".join(texts)).model_dump()
+        if facts["backend"] is None:  # the script the command runs names its backend (init_process_group("gloo"))
+            facts["backend"] = facts_from_text(_scripts_text(typed.command, root)).backend
         failing = [r for r in typed.runs if r.outcome != "pass"] or typed.runs
         facts["exit"] = "zero" if all(r.exit_code == 0 for r in failing) else "nonzero"
         if any(r.launcher == "slurm" for r in typed.runs):
@@ -159,6 +161,17 @@ def _session_facts(state: SessionState, root: Path) -> RunFacts:
             facts["device"] = "cpu"
         return RunFacts.model_validate(facts)
     return RunFacts()
+
+
+def _scripts_text(command: list[str], root: Path) -> str:
+    """The head of every Python file inside the root that the command names."""
+    texts = []
+    for word in command[:20]:
+        path = (root / word) if not Path(word).is_absolute() else Path(word)
+        if word.endswith(".py") and path.is_file() and path.resolve().is_relative_to(root.resolve()):
+            with open(path, "rb") as fh:
+                texts.append(fh.read(LOG_HEAD_BYTES).decode("utf-8", "replace"))
+    return "\n".join(texts)
 
 
 def _facts(inp: CheckConstraintsInput, state: SessionState | None, symptom: str, root: Path
