@@ -193,6 +193,31 @@ async def test_prompt_argument_errors_answer_without_a_traceback(repo: Path, tmp
     assert stderr.read_text() == ""  # answered as errors: no traceback, no log line
 
 
+async def test_unknown_tools_and_resources_answer_in_our_words(repo: Path, tmp_path: Path) -> None:
+    """The low-level server leaves these to us: an isError result naming the tools, invalid params naming the
+    resources, a malformed id refused before any file is opened; nothing on the server's stderr."""
+    from mcp.shared.exceptions import MCPError
+
+    stderr = tmp_path / "server-stderr.txt"
+    async with client_with_stderr(repo, stderr) as client:
+        text = error_text(await client.call_tool("reproduce_it", {"command": "true"}))
+        assert text.startswith("unknown tool 'reproduce_it'; the tools are: start_session, reproduce,"), text
+        with pytest.raises(MCPError, match=re.escape("unknown resource 'rootcause://nope'; the resources are: "
+                                                     "rootcause://sessions/{session_id}")) as caught:
+            await client.read_resource("rootcause://nope")
+        assert caught.value.error.code == INVALID_PARAMS
+        with pytest.raises(MCPError, match="malformed resource") as caught:
+            await client.read_resource("rootcause://runs/..%2F..%2Fetc/log")
+        assert caught.value.error.code == INVALID_PARAMS
+        with pytest.raises(MCPError, match="unknown run 'r1'") as caught:
+            await client.read_resource("rootcause://runs/r1/log")
+        assert caught.value.error.code == INVALID_PARAMS
+        templates = (await client.list_resource_templates()).resource_templates
+        assert {t.uri_template: t.mime_type for t in templates} == {
+            "rootcause://sessions/{session_id}": "text/markdown", "rootcause://runs/{run_id}/log": "text/plain"}
+    assert stderr.read_text() == ""
+
+
 async def test_durations_are_bounded_and_single_typed_in_the_schema(repo: Path) -> None:
     """Every *_s argument is > 0 and at most 7 days; no argument uses a type list (portable schemas)."""
     async with stdio_client(repo) as client:
