@@ -144,12 +144,17 @@ async def test_bisect_env_worktrees_with_makefile_patchgen(tmp_path: Path) -> No
     root = make_click_repo(tmp_path / "gen", "codegen", commit_lock=False)
     before = snapshot(root)
     head = git(root, "rev-parse", "HEAD")
-    result = await bisect_env(BisectEnvInput(package="click", version="8.2.0", command="python repro.py"),
+    result = await bisect_env(BisectEnvInput(package="click", version="8.2.0", shell=True,
+                                             command="cat generated/click_version.py && python repro.py"),
                               ToolContext.for_root(root))
     assert result.worktrees and result.verdict == "version_flips_outcome", result.summary()
-    generated = {side: (root / getattr(result, side).worktree / "generated" / "click_version.py").read_text()
+    generated = {side: "CLICK = '8.1.8'" in (root / getattr(result, side).log_path).read_text()
                  for side in ("env_a", "env_b")}
-    assert generated == {"env_a": "CLICK = '8.1.8'\n", "env_b": "CLICK = '8.2.0'\n"}
+    assert generated == {"env_a": True, "env_b": False}
+    assert "CLICK = '8.2.0'" in (root / result.env_b.log_path).read_text()
+    # The worktrees are gone (the environments stay cached): git knows only the user's own.
+    assert not (root / result.env_a.worktree).exists() and not (root / result.env_b.worktree).exists()
+    assert git(root, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert not (root / "generated").exists() and snapshot(root) == before
     assert git(root, "rev-parse", "HEAD") == head and git(root, "status", "--porcelain") == ""
 
@@ -360,9 +365,9 @@ async def test_bisect_versions_finds_importlib_metadata_5_with_the_project_insta
     assert result.project == "epproj 0.1.0 (editable)"
 
 
-def commit_series(root: Path, bodies: list[str], file: str = "calc.py") -> list[str]:
+def commit_series(root: Path, bodies: list[str], file: str = "calc.py", exist_ok: bool = False) -> list[str]:
     """One commit per body of `file` (calc.py), with the history fixture's check.py as calc.py's reproducer."""
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=exist_ok)
     git(root, "init", "-q", "-b", "main")
     shutil.copy(BISECT / "history" / "check.py", root / "check.py")
     shas = []

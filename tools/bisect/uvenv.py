@@ -1,7 +1,8 @@
 """uv environments under `.rootcause/envs/<key>/`: build, cache, freeze, diff and reconcile.
 
 An environment is a base (the project synced from its lock — or resolved from pyproject.toml
-without one —, or a copy of an interpreter's freeze), the project itself installed editable
+without one —, or a copy of an interpreter's freeze plus what its site adds besides site-packages:
+basesite.SitePlan), the project itself installed editable
 from the tree under test (its console scripts and metadata exist), plus at most one override
 `package==version`. The override is installed with the
 base's own freeze as constraints and the target as an override, so the resolver may not
@@ -27,6 +28,7 @@ from typing import Literal
 from filelock import FileLock
 from packaging.utils import canonicalize_name
 from pydantic import BaseModel
+from rootcause.tools.bisect.basesite import SitePlan, missing_paths, write_carried
 from rootcause.tools.bisect.causes import tls_note
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.run import run_captured
@@ -61,6 +63,7 @@ class Base:
     groups: tuple[str, ...] | None = None
     requirements: str | None = None
     tag: str = ""
+    site: SitePlan | None = None
 
 
 @dataclass
@@ -109,14 +112,16 @@ def requirements_of(freeze: dict[str, str], skip: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def current_base(source: Path, python: Path, freeze: dict[str, str]) -> Base:
-    """A copy of what an interpreter has installed (editable installs left out: the project is installed from
-    `source` itself)."""
-    text = requirements_of(freeze)
+def current_base(source: Path, python: Path, freeze: dict[str, str], site: SitePlan | None = None) -> Base:
+    """A copy of what an interpreter has installed (the project itself is installed from `source`), keeping
+    what its site adds besides site-packages (basesite.SitePlan: .pth paths, editables, user-site packages)."""
+    text = requirements_of({**freeze, **dict(site.user_packages)} if site else freeze)
     pyproject = source / "pyproject.toml"
     project = pyproject.read_bytes() if pyproject.is_file() else b""
-    return Base("current", source, python, hashlib.sha256(text.encode() + b"\0" + project).hexdigest()[:16],
-                requirements=text)
+    kept = site.fingerprint().encode() if site else b""
+    return Base("current", source, python,
+                hashlib.sha256(text.encode() + b"\0" + project + b"\0" + kept).hexdigest()[:16],
+                requirements=text, site=site)
 
 
 def env_key(base: Base, override: tuple[str, str] | None) -> str:
@@ -179,7 +184,20 @@ async def _populate(ws: Workspace, base: Base, folder: Path, venv: Path, python:
             _, log = await _uv(ws, ["pip", "install", "--python", str(python), "-r", str(req)],
                                step="uv pip install (replicate freeze)", cwd=folder, timeout_s=timeout_s)
             logs.append(log)
+        if base.site and base.site.editables:
+            args = ["pip", "install", "--python", str(python), "--no-deps"]
+            for path in base.site.editables:
+                args += ["-e", path]
+            _, log = await _uv(ws, args, step="uv pip install -e (the base's editable installs)", cwd=folder,
+                               timeout_s=timeout_s)
+            logs.append(log)
         await _install_project(ws, base, python, timeout_s, logs)
+        if base.site and base.site.carried:
+            write_carried(venv, base.site)
+            missing = await missing_paths(ws, python, base.site)
+            if missing:
+                raise StepFailed("keeping the base's .pth paths", "not on the environment's sys.path: "
+                                 + ", ".join(missing), None)
         return
     if (base.source / "uv.lock").is_file():
         await _sync_locked(ws, base, venv, python, timeout_s, logs)
@@ -331,11 +349,13 @@ async def _build_locked(ws: Workspace, base: Base, override: tuple[str, str] | N
     if venv.exists():
         shutil.rmtree(venv)
     env = Env(key, folder, python, {}, override, False)
-    await step(f"{label}: uv venv --python {base.python}")
-    _, log = await _uv(ws, ["venv", "--quiet", "--python", str(base.python), str(venv)], step="uv venv",
+    system = ["--system-site-packages"] if base.site and base.site.system_site else []
+    await step(f"{label}: uv venv --python {base.python}" + (f" {system[0]}" if system else ""))
+    _, log = await _uv(ws, ["venv", "--quiet", *system, "--python", str(base.python), str(venv)], step="uv venv",
                        cwd=folder, timeout_s=120)
     env.logs.append(log)
-    await step(f"{label}: installing the base ({'uv sync' if base.kind == 'project' else 'replicated freeze'})")
+    kept = f", keeping {base.site.describe()}" if base.site and base.site.describe() else ""
+    await step(f"{label}: installing the base ({'uv sync' if base.kind == 'project' else 'replicated freeze'}{kept})")
     await _populate(ws, base, folder, venv, python, timeout_s, env.logs)
     if override is not None:
         await step(f"{label}: uv pip install {override[0]}=={override[1]} with every other package pinned")

@@ -1,8 +1,9 @@
 """bisect_commits: the first bad commit, found in a detached worktree under .rootcause/worktrees/.
 
 The user's HEAD, branch, index and working tree (uncommitted edits included) are never
-touched: every commit is checked out in one reused detached worktree, and git's own
-read-only commands (rev-list, show) run through the shared runner.
+touched: every commit is checked out in one detached worktree reused for the whole call and
+removed when the call ends (success, failure, cancellation alike), and git's own read-only
+commands (rev-list, show) run through the shared runner.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class BisectCommitsInput(ReproducerFields):
     bad: str = Field(description="A ref where the reproducer fails, e.g. 'HEAD'.")
     setup: str | list[str] | None = Field(None, description="Command run in the worktree before each test (build, "
                                                             "codegen); when it fails the commit is skipped.")
-    keep: bool = Field(True, description="Leave the worktree for the next bisect; false removes it.")
+    keep: bool = Field(True, description="No effect: the worktree is always removed when the call ends.")
 
 
 class CommitInfo(BaseModel):
@@ -175,11 +176,8 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
                                  tested=[],
                                  candidates=len(order))
     progress = Progress(ctx, 2 + steps_left(0, len(order) - 1) + 1)
-    try:
-        await _search(ctx, inp, prepared, python, setup, order, progress, result)
-    finally:
-        if not inp.keep:
-            await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, WORKTREE)
+    async with worktrees.leased(ctx.workspace) as lease:
+        await _search(ctx, inp, prepared, python, setup, order, progress, result, lease)
     result.duration_s = round(time.monotonic() - started, 3)
     await progress.step(f"done: {result.status}")
     record_evidence(ctx, inp.session_id, "bisect_commits", result)
@@ -188,15 +186,15 @@ async def bisect_commits(inp: BisectCommitsInput, ctx: ToolContext) -> BisectCom
 
 async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared, python: Path,
                   setup: tuple[list[str], dict[str, str]] | None, order: list[str], progress: Progress,
-                  result: BisectCommitsResult) -> None:
+                  result: BisectCommitsResult, lease: worktrees.WorktreeLease) -> None:
     verdicts: dict[str, Verdict] = {}
+    name = lease.claim(WORKTREE)
     runs: dict[str, Judged] = {}
 
     async def test(sha: str) -> TestedCommit:
         info = await commit_info(ctx, sha)
         await progress.step(f"testing {info.short} {info.subject[:60]}")
-        tree = await asyncio.to_thread(worktrees.checkout_worktree, ctx.workspace, WORKTREE, sha,
-                                       inp.setup_timeout_s)
+        tree = await asyncio.to_thread(lease.checkout, name, sha, inp.setup_timeout_s)
         tested = TestedCommit(sha=sha, short=info.short, subject=info.subject, outcome="skip")
         result.tested.append(tested)
         verdicts[sha] = "skip"

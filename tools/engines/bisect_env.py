@@ -6,11 +6,12 @@ import asyncio
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
-from rootcause.tools.bisect import uvenv
+from rootcause.tools.bisect import basesite, uvenv
 from rootcause.tools.bisect.common import (
     Judged,
     Outcome,
@@ -45,12 +46,12 @@ class EnvFields(BaseModel):
     base: Literal["project", "current"] = Field(
         "project", description="'project': environment A is the uv project as pinned by its uv.lock (uv sync). "
                                "'current': A replicates the packages installed in the `python` interpreter "
-                               "(for projects not managed by uv).")
+                               "and the paths its .pth files add (for projects not managed by uv).")
     python: EnvPython = None
     extras: list[str] | None = Field(None, description="Project extras to install (uv sync --extra).")
     groups: list[str] | None = Field(None, description="Dependency groups to install; None means uv's defaults.")
-    keep: bool = Field(True, description="Leave the environments (and worktrees) cached for the next bisect; "
-                                         "false removes them at the end.")
+    keep: bool = Field(True, description="Leave the environments cached for the next bisect; false removes them "
+                                         "at the end (worktrees are always removed).")
 
 
 class BisectEnvInput(ReproducerFields, EnvFields):
@@ -158,9 +159,35 @@ def use_worktrees(setting: str | bool, codegen: str | list[str] | None, package:
     return codegen is not None or package in CODEGEN_PACKAGES
 
 
-async def make_base(ctx: ToolContext, inp: EnvFields, source: Path, python: Path, *, tag: str) -> uvenv.Base:
+@dataclass
+class CurrentBase:
+    """base='current': the interpreter's freeze and what its site adds, as the interpreter reported them."""
+
+    python: Path
+    freeze: dict[str, str]
+    site: basesite.SiteReport
+
+    def plan(self, root: Path, source: Path) -> basesite.SitePlan:
+        return basesite.plan(self.site, self.freeze, root=root, source=source, project=uvenv.project_name(root),
+                             python=self.python)
+
+
+async def read_current(ctx: ToolContext, inp: EnvFields, python: Path) -> CurrentBase | None:
+    """For base='current', before anything is built: ask the interpreter, and refuse what cannot be kept."""
+    if inp.base != "current":
+        return None
+    packages, site = await asyncio.gather(freeze(ctx.workspace, python), basesite.read_site(ctx.workspace, python))
+    current = CurrentBase(python, packages, site)
+    current.plan(ctx.root, ctx.root)
+    return current
+
+
+async def make_base(ctx: ToolContext, inp: EnvFields, source: Path, python: Path, *, tag: str,
+                    current: CurrentBase | None = None) -> uvenv.Base:
     if inp.base == "current":
-        return uvenv.current_base(source, python, await freeze(ctx.workspace, python))
+        current = current or await read_current(ctx, inp, python)
+        assert current is not None
+        return uvenv.current_base(source, python, current.freeze, current.plan(ctx.root, source))
     return uvenv.project_base(source, python, extras=tuple(inp.extras or ()),
                               groups=None if inp.groups is None else tuple(inp.groups), tag=tag)
 
@@ -224,14 +251,17 @@ async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
     with_worktrees = use_worktrees(inp.worktrees, codegen, package)
     if with_worktrees:
         gitrepo.resolve_ref(ctx.root, "HEAD")
+    current = await read_current(ctx, inp, python)
     progress = Progress(ctx, 12 if with_worktrees else 9)
     result = BisectEnvResult(package=package, version=target_version, env_a=EnvSide(), env_b=EnvSide(),
                              freeze_diff=[], reconciled=[], verdict="setup_failed", detail="",
                              worktrees=with_worktrees)
     envs: list[uvenv.Env] = []
+    lease: worktrees.WorktreeLease | None = None
     try:
-        await _run(ctx, inp, prepared, python, package, target_version, codegen, with_worktrees, progress, result,
-                   envs)
+        async with worktrees.leased(ctx.workspace) as lease:
+            await _run(ctx, inp, prepared, python, package, target_version, codegen, with_worktrees, progress,
+                       result, envs, lease, current)
     except uvenv.StepFailed as exc:
         result.verdict = "conflict" if exc.conflict else "setup_failed"
         result.failed_step, result.failed_log = exc.step, exc.log_path
@@ -240,12 +270,11 @@ async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
         result.detail = f"{what}: {exc.message}"
         result.reason = result.detail
     finally:
-        if not inp.keep:
+        # Environments installed from a one-off worktree name (another call held the usual one) are never found
+        # again: they go too.
+        if not inp.keep or (lease is not None and set(lease.names) - set(WORKTREE_NAMES)):
             for env in envs:
                 uvenv.remove(env)
-            if with_worktrees:
-                for name in WORKTREE_NAMES:
-                    await asyncio.to_thread(worktrees.remove_worktree, ctx.workspace, name)
     result.duration_s = round(time.monotonic() - started, 3)
     await progress.step(f"verdict: {result.verdict}")
     record_evidence(ctx, inp.session_id, "bisect_env", result)
@@ -254,12 +283,13 @@ async def bisect_env(inp: BisectEnvInput, ctx: ToolContext) -> BisectEnvResult:
 
 async def _run(ctx: ToolContext, inp: BisectEnvInput, prepared: Prepared, python: Path, package: str, target: str,
                codegen: str | list[str] | None, with_worktrees: bool, progress: Progress, result: BisectEnvResult,
-               envs: list[uvenv.Env]) -> None:
+               envs: list[uvenv.Env], lease: worktrees.WorktreeLease, current: CurrentBase | None) -> None:
     ws = ctx.workspace
     if with_worktrees:
         await progress.step("checking out two detached worktrees of HEAD")
-        sources = tuple(await asyncio.gather(*(asyncio.to_thread(worktrees.checkout_worktree, ws, name, "HEAD")
-                                               for name in WORKTREE_NAMES)))
+        names = [lease.claim(name) for name in WORKTREE_NAMES]
+        sources = tuple(await asyncio.gather(*(asyncio.to_thread(lease.checkout, name, "HEAD", inp.setup_timeout_s)
+                                               for name in names)))
         result.env_a.worktree, result.env_b.worktree = (ws.relative(s) for s in sources)
         for source in sources:
             # An untracked uv.lock in the user's tree is still "the project as pinned".
@@ -267,8 +297,9 @@ async def _run(ctx: ToolContext, inp: BisectEnvInput, prepared: Prepared, python
                 shutil.copy2(ctx.root / "uv.lock", source / "uv.lock")
     else:
         sources = (ctx.root, ctx.root)
-    bases = await asyncio.gather(make_base(ctx, inp, sources[0], python, tag="a" if with_worktrees else ""),
-                                 make_base(ctx, inp, sources[1], python, tag="b" if with_worktrees else ""))
+    bases = await asyncio.gather(
+        make_base(ctx, inp, sources[0], python, tag="a" if with_worktrees else "", current=current),
+        make_base(ctx, inp, sources[1], python, tag="b" if with_worktrees else "", current=current))
     await progress.step(f"building A (as pinned) and B ({package}=={target}) concurrently")
     outcomes = await asyncio.gather(
         uvenv.build(ws, bases[0], None, timeout_s=inp.setup_timeout_s, step=progress.step, label="A"),

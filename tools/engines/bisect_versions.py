@@ -26,7 +26,7 @@ from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
 from rootcause.tools.core.validate import package_name, version
-from rootcause.tools.engines.bisect_env import EnvFields, EnvPython, check_base_inputs, make_base
+from rootcause.tools.engines.bisect_env import EnvFields, EnvPython, check_base_inputs, make_base, read_current
 
 Status = SearchStatus
 
@@ -122,6 +122,7 @@ async def bisect_versions(inp: BisectVersionsInput, ctx: ToolContext) -> BisectV
         raise UsageError(f"good and bad are the same version ({good}).", "give two different versions")
     prepared = prepare(inp, ctx)
     python = check_base_inputs(ctx, inp)
+    current = await read_current(ctx, inp, python)
     result = BisectVersionsResult(package=package, good=str(good), bad=str(bad), status="setup_failed", tested=[])
     progress = Progress(ctx)
     await progress.step(f"listing releases of {package} between {good} and {bad}")
@@ -133,7 +134,7 @@ async def bisect_versions(inp: BisectVersionsInput, ctx: ToolContext) -> BisectV
     order = chosen if good < bad else list(reversed(chosen))
     result.candidates = [str(v) for v in order]
     expected = 2 + steps_left(0, len(order) - 1)
-    base = await make_base(ctx, inp, ctx.root, python, tag="")
+    base = await make_base(ctx, inp, ctx.root, python, tag="", current=current)
     envs: list[uvenv.Env] = []
     try:
         await _search(ctx, inp, prepared, base, package, order, progress, result, envs, expected)

@@ -12,6 +12,7 @@ rather than an editable install of the working tree.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import secrets
@@ -39,7 +40,7 @@ from rootcause.tools.observe.evidence import (
 )
 from rootcause.tools.record.evidence import CollateralEvidence
 from rootcause.tools.record.store import SessionStore, require_open
-from rootcause.tools.run.worktrees import temporary_worktree
+from rootcause.tools.run.worktrees import leased
 
 Verdict = Literal["clean", "collateral", "inconclusive"]
 Mode = Literal["pytest", "unittest", "command"]
@@ -154,7 +155,9 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
         record = await execute(side, ctx)
         return await observe_record(side, record, ctx.root, stick), junit
 
-    with temporary_worktree(ws, f"collateral-{folder.name}", base_sha) as tree:
+    async with leased(ws) as lease:
+        name = lease.claim(f"collateral-{folder.name}")
+        tree = await asyncio.to_thread(lease.checkout, name, base_sha)
         base_obs, base_junit = await run(tree.resolve(), "base", 0)
         base_dirs = [tree.resolve() / cwd.relative_to(top), tree.resolve() / ws.root.relative_to(top)]
         base_dirs = [p.resolve() for p in base_dirs]

@@ -1,18 +1,33 @@
-"""Detached git worktrees under `.rootcause/worktrees/`: the user's HEAD, index and tree stay untouched."""
+"""Detached git worktrees under `.rootcause/worktrees/`: the user's HEAD, index and tree stay untouched.
+
+A tool call leases the worktrees it uses (`leased`): each name is locked (`.rootcause/locks/worktrees/`,
+an flock the kernel drops when the process dies) for as long as the call runs, and every worktree of the
+lease is removed and pruned when the call ends: on success, on failure and on cancellation (the removal
+is shielded and waits for a checkout still running in its thread). No worktree outlives the call, so
+`git worktree list` shows only the user's own. A worktree left registered by a process that could not
+clean up (SIGKILL) is swept at the start of the next call: registered under `.rootcause/worktrees/`
+and locked by nobody.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import secrets
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
+import anyio
+from filelock import FileLock, Timeout
 from rootcause.tools.core import gitrepo
 from rootcause.tools.core.errors import UsageError
-from rootcause.tools.core.workspace import Workspace
+from rootcause.tools.core.workspace import STATE_DIR, Workspace
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,80}$")
+LEASES = ("locks", "worktrees")
 
 
 def worktree_path(workspace: Workspace, name: str) -> Path:
@@ -63,10 +78,122 @@ def checkout_worktree(workspace: Workspace, name: str, ref: str,
     return path
 
 
+def registered(workspace: Workspace) -> list[Path]:
+    """Worktrees of the repository that live under this root's `.rootcause/worktrees/` (resolved paths)."""
+    if gitrepo.repo_for(workspace.root) is None:
+        return []
+    code, out, _ = gitrepo.execute(["git", "worktree", "list", "--porcelain"], workspace.root)
+    if code != 0:
+        return []
+    folder = (workspace.root / STATE_DIR / "worktrees").resolve()
+    paths = [Path(line[len("worktree "):]) for line in out.splitlines() if line.startswith("worktree ")]
+    return [p for p in paths if p.resolve().parent == folder]
+
+
+def _lock(workspace: Workspace, name: str) -> FileLock:
+    return FileLock(str(workspace.state_dir(*LEASES) / f"{name}.lock"), thread_local=False)
+
+
+def sweep(workspace: Workspace) -> list[str]:
+    """Remove the worktrees (registered, or folders) under `.rootcause/worktrees/` whose lease nobody holds."""
+    folder = workspace.root / STATE_DIR / "worktrees"
+    if not folder.is_dir():
+        return []
+    names = {p.name for p in registered(workspace)}
+    names |= {p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")}
+    swept = []
+    for name in sorted(n for n in names if _NAME.match(n)):
+        lock = _lock(workspace, name)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            continue  # a live call (this server or another) is using it
+        try:
+            remove_worktree(workspace, name)
+            swept.append(name)
+        finally:
+            lock.release()
+    return swept
+
+
+class WorktreeLease:
+    """The worktrees of one tool call: claimed names stay locked until close(), which removes every one."""
+
+    def __init__(self, workspace: Workspace) -> None:
+        self.workspace = workspace
+        self.names: list[str] = []
+        self._locks: list[FileLock] = []
+        self._added: set[str] = set()
+        self._busy = 0
+        self._closed = False
+        self._cond = threading.Condition()
+
+    def claim(self, name: str) -> str:
+        """`name` when no other call holds it, else `name-<random>`; held until close()."""
+        worktree_path(self.workspace, name)
+        for candidate in (name, *(f"{name}-{secrets.token_hex(3)}" for _ in range(5))):
+            lock = _lock(self.workspace, candidate)
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                continue
+            with self._cond:
+                self._locks.append(lock)
+                self.names.append(candidate)
+            return candidate
+        raise UsageError(f"every worktree name like {name!r} is in use.", "wait for the other calls to finish")
+
+    def checkout(self, name: str, ref: str, timeout_s: float = gitrepo.CHECKOUT_TIMEOUT_S) -> Path:
+        """(In a thread.) The claimed worktree `name` at `ref`: added fresh the first time, then moved."""
+        if name not in self.names:
+            raise ValueError(f"worktree {name} was not claimed")
+        with self._cond:
+            if self._closed:
+                raise UsageError("the call ended before its worktree was checked out.", "run the tool again")
+            self._busy += 1
+        try:
+            if name in self._added:
+                return checkout_worktree(self.workspace, name, ref, timeout_s)
+            self._added.add(name)
+            return add_worktree(self.workspace, name, ref, timeout_s)
+        finally:
+            with self._cond:
+                self._busy -= 1
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """(In a thread.) Wait for running checkouts, remove and prune every worktree, release the names."""
+        with self._cond:
+            self._closed = True
+            self._cond.wait_for(lambda: self._busy == 0)
+            names, locks = list(self.names), list(self._locks)
+        try:
+            for name in names:
+                remove_worktree(self.workspace, name)
+        finally:
+            for lock in locks:
+                lock.release()
+
+
+@asynccontextmanager
+async def leased(workspace: Workspace) -> AsyncIterator[WorktreeLease]:
+    """A lease whose worktrees are gone when the block ends, however it ends (stale ones swept first)."""
+    await asyncio.to_thread(sweep, workspace)
+    lease = WorktreeLease(workspace)
+    try:
+        yield lease
+    finally:
+        # Shielded like the runner's teardown: a client's cancel must not stop the removal half-way.
+        with anyio.CancelScope(shield=True):
+            await asyncio.shield(asyncio.to_thread(lease.close))
+
+
 @contextmanager
 def temporary_worktree(workspace: Workspace, name: str, ref: str) -> Iterator[Path]:
-    path = add_worktree(workspace, name, ref)
+    """A synchronous one-worktree lease (for callers outside the event loop)."""
+    sweep(workspace)
+    lease = WorktreeLease(workspace)
     try:
-        yield path
+        yield lease.checkout(lease.claim(name), ref)
     finally:
-        remove_worktree(workspace, name)
+        lease.close()
