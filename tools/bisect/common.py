@@ -19,7 +19,10 @@ from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
 from rootcause.tools.observe.evidence import (
+    EXPECT_TEXT,
     MAX_TIMEOUT_S,
+    MetricReading,
+    MetricYardstick,
     Observation,
     RunDeclaration,
     RunFields,
@@ -39,8 +42,7 @@ class ReproducerFields(RunFields):
     """RunFields (command, cwd, env, shell, python, timeout_s, idle_timeout_s) plus what a bisect adds."""
 
     expect: str | None = Field(
-        None, description="A text or regex the failure must show to count as bad (e.g. \"KeyError: "
-                          "'console_scripts'\"); a run failing otherwise is skipped, not bad. Default with a "
+        None, description=f"{EXPECT_TEXT} It counts as bad; a run failing otherwise is skipped. Default with a "
                           "session: the session's symptom; else any failure (a hang included) is bad.")
     setup_timeout_s: float = Field(600.0, gt=0, description="Limit for one environment-building step (uv, git, "
                                                             "codegen), in seconds.")
@@ -52,6 +54,8 @@ class Prepared:
     """The checks done once before any expensive work: the yardstick of 'bad'."""
 
     yardstick: Yardstick | None
+    metric: MetricYardstick | None = None
+    """The metric / reference yardstick (every run's declaration carries it; kept here for the reasons)."""
 
 
 def prepare(inp: ReproducerFields, ctx: ToolContext) -> Prepared:
@@ -60,11 +64,11 @@ def prepare(inp: ReproducerFields, ctx: ToolContext) -> Prepared:
     if inp.launcher != "local":
         raise UsageError("the bisects run the reproducer locally, in their own environments and worktrees.",
                          "omit launcher (bisect on a login node, or reproduce on Slurm with reproduce)")
-    declare(inp, ctx.workspace, label="bisect")  # the one validation (command, cwd, env, timeouts)
+    decl = declare(inp, ctx.workspace, label="bisect")  # the one validation (command, timeouts, metric, ...)
     if not math.isfinite(inp.setup_timeout_s) or inp.setup_timeout_s > MAX_TIMEOUT_S:
         raise UsageError(f"setup_timeout_s must be finite and at most {MAX_TIMEOUT_S:g} s, got {inp.setup_timeout_s}.",
                          "e.g. setup_timeout_s=600")
-    return Prepared(make_yardstick(inp.expect, state))
+    return Prepared(make_yardstick(inp.expect, state), decl.metric)
 
 
 class Progress:
@@ -95,6 +99,8 @@ class Judged:
     log_path: str | None = None
     observation: Observation | None = None
     output: str = ""
+    yardstick: MetricReading | None = None
+    """The metric yardstick's reading of the run (value, step, log line), when one was given."""
 
     def not_the_package(self, scopes: tuple[Scope, ...]) -> str | None:
         if self.outcome in ("pass", "skip", "not_run") or self.observation is None:
@@ -124,14 +130,21 @@ async def run_reproducer(ctx: ToolContext, inp: ReproducerFields, prepared: Prep
         # The program does not exist in this environment: no run, no verdict on this side.
         shown = text.split(" Hint:")[0].rstrip(".")
         return Judged("skip", "not_run", f"the command was not found in the environment ({shown})")
-    return judge(observation, full_output(observation, ctx.root), prepared.yardstick)
+    return judge(observation, full_output(observation, ctx.root), prepared.yardstick, prepared.metric)
 
 
-def judge(observation: Observation, output: str, stick: Yardstick | None) -> Judged:
-    """good / bad / skip of one observed run, with the reason."""
-    judged = Judged("good", observation.outcome, observation.outcome_reason, observation.error,
-                    observation.signature, observation.exit_code, observation.matches_expected,
-                    observation.run_id, observation.log_path, observation, output)
+def judge(observation: Observation, output: str, stick: Yardstick | None,
+          metric: MetricYardstick | None = None) -> Judged:
+    """good / bad / skip of one observed run, with the reason.
+
+    A run the metric yardstick cannot judge (its output lacks the metric) is skipped with that reason."""
+    judged = Judged("good", "skip" if observation.outcome == "inconclusive" else observation.outcome,
+                    observation.outcome_reason, observation.error, observation.signature, observation.exit_code,
+                    observation.matches_expected, observation.run_id, observation.log_path, observation, output,
+                    observation.yardstick)
+    if observation.outcome == "inconclusive":
+        judged.verdict, judged.reason = "skip", observation.problem or observation.outcome_reason
+        return judged
     if not observation.failed:
         return judged
     if observation.problem:
@@ -141,23 +154,31 @@ def judge(observation: Observation, output: str, stick: Yardstick | None) -> Jud
     if cause is not None:
         judged.verdict, judged.reason = "skip", cause
         return judged
-    if stick is not None and observation.matches_expected is False:
+    if (stick is not None or metric is not None) and observation.matches_expected is False:
+        expected = " or ".join(x.describe() for x in (stick, metric) if x is not None)
         judged.verdict = "skip"
-        judged.reason = (f"{observation.outcome}s, but not with the expected failure ({stick.describe()}): "
+        judged.reason = (f"{observation.outcome}s, but not with the expected failure ({expected}): "
                          f"{observation.error or observation.outcome_reason} — {observation.match_reason}")
         return judged
     judged.verdict = "bad"
     return judged
 
 
+def value_read(reading: MetricReading | None) -> str:
+    """' (val_acc 0.744 at step 30)' for a summary line: the metric yardstick's value, when one was read."""
+    return f" ({reading.brief()})" if reading is not None and reading.value is not None else ""
+
+
 def describe_run(judged: Judged) -> str:
     """'passes', 'fails (exit code 1): KeyError ...', 'hangs (idle timeout after 5s)', or the skip reason."""
+    read = judged.yardstick
     if judged.outcome == "pass":
-        return "passes"
+        return "passes" + (f" ({read.reason})" if read is not None else "")
     if judged.verdict == "skip":
         return f"cannot decide: {judged.reason}"
     text = f"{judged.outcome}s ({judged.reason})"
-    return text + (f": {judged.error}" if judged.error and judged.outcome != "hang" else "")
+    shown = judged.error and judged.outcome != "hang" and not (read is not None and read.holds)
+    return text + (f": {judged.error}" if shown else "")
 
 
 SearchStatus = Literal["found", "good_not_good", "bad_not_bad", "setup_failed", "inconclusive"]

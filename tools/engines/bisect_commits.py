@@ -25,12 +25,14 @@ from rootcause.tools.bisect.common import (
     prepare,
     record_evidence,
     run_reproducer,
+    value_read,
 )
 from rootcause.tools.bisect.search import Verdict, bisect, steps_left
 from rootcause.tools.core import gitrepo
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult, bounded
+from rootcause.tools.observe.evidence import MetricReading
 from rootcause.tools.run import RunSpec, parse_command, run_captured, run_process, worktrees
 from rootcause.tools.run.interpreters import activation_env, resolve_python
 
@@ -77,6 +79,7 @@ class TestedCommit(BaseModel):
     error: str | None = None
     signature: str | None = None
     log_path: str | None = None
+    yardstick: MetricReading | None = Field(None, description="The metric / reference reading (value, step, line).")
 
 
 class BisectCommitsResult(ToolResult):
@@ -110,7 +113,7 @@ class BisectCommitsResult(ToolResult):
             if c.diff_stat:
                 lines.append(bounded(c.diff_stat, 1500))
         if self.tested:
-            lines.append("tested: " + ", ".join(f"{t.short} {t.outcome}" for t in self.tested))
+            lines.append("tested: " + ", ".join(f"{t.short} {t.outcome}{value_read(t.yardstick)}" for t in self.tested))
             lines += [f"skipped {t.short}: {t.outcome_reason}" for t in self.tested if t.outcome == "skip"][:5]
         return "\n".join(line for line in lines if line)
 
@@ -212,6 +215,7 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
             result.interpreter_note = run.observation.interpreter_note
         tested.log_path, tested.error, tested.signature = run.log_path, run.error, run.signature
         tested.outcome_reason, tested.matches_expected = run.reason, run.matches_expected
+        tested.yardstick = run.yardstick
         if run.exit_code == SKIP_EXIT:
             tested.outcome_reason = tested.error = SKIPPED_125
             return tested

@@ -22,12 +22,14 @@ from rootcause.tools.bisect.common import (
     prepare,
     record_evidence,
     run_reproducer,
+    value_read,
 )
 from rootcause.tools.core import gitrepo
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
 from rootcause.tools.core.validate import package_name, version
+from rootcause.tools.observe.evidence import MetricReading
 from rootcause.tools.run import RunSpec, parse_command, run_process, worktrees
 from rootcause.tools.run.interpreters import activation_env, freeze, resolve_python
 
@@ -95,6 +97,7 @@ class EnvSide(BaseModel):
     run_id: str | None = None
     log_path: str | None = None
     cached: bool = False
+    yardstick: MetricReading | None = Field(None, description="The metric / reference reading (value, step, line).")
     check: str | None = Field(None, description="'ok', or uv pip check's report of incompatible requirements.")
     worktree: str | None = None
     codegen_log: str | None = None
@@ -130,6 +133,7 @@ class BisectEnvResult(ToolResult):
                 what = s.outcome + (f" — {s.error}" if s.error else "")
                 what += " [not the expected failure]" if s.matches_expected is False else ""
             project = f"; project {s.project}" if s.project else ""
+            what += value_read(s.yardstick)
             return (f"{name}: {self.package}=={s.package_version or '?'}{project} → {what}"
                     + (" (cached)" if s.cached else ""))
 
@@ -346,7 +350,7 @@ async def _run(ctx: ToolContext, inp: BisectEnvInput, prepared: Prepared, python
         await progress.step(f"running the reproducer in {name} ({package}=={side.package_version})")
         run = await run_reproducer(ctx, inp, prepared, source=src, python=env.python, label=f"bisect_env {name}")
         side.outcome, side.outcome_reason, side.matches_expected = run.outcome, run.reason, run.matches_expected
-        side.signature, side.error = run.signature, run.error
+        side.signature, side.error, side.yardstick = run.signature, run.error, run.yardstick
         side.exit_code, side.run_id, side.log_path = run.exit_code, run.run_id, run.log_path
         runs.append(run)
     result.verdict, result.detail, result.reason = verdict_of(runs[0], runs[1])

@@ -19,6 +19,7 @@ from rootcause.tools.bisect.common import (
     prepare,
     record_evidence,
     run_reproducer,
+    value_read,
 )
 from rootcause.tools.bisect.index import IndexError_, between, index_url, list_releases
 from rootcause.tools.bisect.search import Verdict, bisect, steps_left
@@ -27,6 +28,7 @@ from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
 from rootcause.tools.core.validate import package_name, version
 from rootcause.tools.engines.bisect_env import EnvFields, EnvPython, check_base_inputs, make_base, read_current
+from rootcause.tools.observe.evidence import MetricReading
 
 Status = SearchStatus
 
@@ -64,6 +66,7 @@ class TestedVersion(BaseModel):
     log_path: str | None = None
     env_path: str | None = None
     cached: bool = False
+    yardstick: MetricReading | None = Field(None, description="The metric / reference reading (value, step, line).")
 
 
 class BisectVersionsResult(ToolResult):
@@ -90,7 +93,8 @@ class BisectVersionsResult(ToolResult):
     def summary(self) -> str:
         lines = [f"bisect_versions {self.package} {self.good}..{self.bad}: {self.status}", self.detail]
         if self.tested:
-            lines.append("tested: " + ", ".join(f"{t.version} {t.outcome}" for t in self.tested))
+            lines.append("tested: " + ", ".join(f"{t.version} {t.outcome}{value_read(t.yardstick)}"
+                                                for t in self.tested))
             lines += [f"skipped {t.version}: {t.outcome_reason}" for t in self.tested if t.outcome == "skip"][:5]
         lines.append(f"builds: {self.builds} ({self.fresh_builds} fresh) for {len(self.candidates)} candidates")
         if self.left_out:
@@ -179,7 +183,7 @@ async def _search(ctx: ToolContext, inp: BisectVersionsInput, prepared: Prepared
             tested = TestedVersion(version=str(v), outcome="skip" if run.verdict == "skip" else run.outcome,
                                    outcome_reason=run.reason, matches_expected=run.matches_expected,
                                    error=run.error, signature=run.signature, log_path=run.log_path,
-                                   env_path=ws.relative(built.venv), cached=built.cached)
+                                   env_path=ws.relative(built.venv), cached=built.cached, yardstick=run.yardstick)
             verdicts[str(v)] = run.verdict
             runs[str(v)] = run
         result.tested.append(tested)

@@ -28,6 +28,7 @@ from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.observe.evidence import (
+    EXPECT_TEXT,
     PYTEST_NOT_RUN,
     Observation,
     RunFields,
@@ -60,10 +61,9 @@ class CheckCollateralInput(RunFields):
     """
 
     base: str = Field("HEAD", description="The commit without the fix (default HEAD; the fix is the working tree).")
-    expect: str | None = Field(None, description="For a command that is not a test runner: a text or regex a "
-                                                 "failure must show to count; a run failing otherwise gives no "
-                                                 "verdict.")
-    session_id: str | None = Field(None, description="Session to record the verdict in (advances Phase 4).")
+    expect: str | None = Field(None, description=f"{EXPECT_TEXT} For a command that is not a test runner: a run "
+                                                 "failing otherwise gives no verdict.")
+    session_id: str | None = Field(None, description="Session to record the result in (advances Phase 4).")
 
 
 class Side(BaseModel):
@@ -110,6 +110,8 @@ class CheckCollateralResult(ToolResult):
             tests = f", {side.tests} tests, {len(side.failing)} failing" if side.tests is not None else ""
             run = side.run
             why = f" — {run.outcome_reason}" if run.outcome_reason.startswith("exit 0, but") else ""
+            if run.yardstick is not None and run.yardstick.reason not in why:
+                why += f" — {run.yardstick.reason}"
             lines.append(f"{side.tree}: {run.outcome} ({run.code()}{tests}) in {run.duration_s:.1f}s{why}, "
                          f"log {run.log_path}")
         if self.interpreter:
@@ -315,7 +317,7 @@ def _python_files(root: Path) -> list[str]:
 
 def _ran(side: Side, mode: Mode) -> bool:
     """The run produced a usable result: finished, and for a test runner reached the tests."""
-    if side.outcome in {"hang", "crash"} or side.run.matches_expected is False:
+    if side.outcome in {"hang", "crash", "inconclusive"} or side.run.matches_expected is False:
         return False
     if mode == "unittest":
         return side.tests is not None or bool(side.failing)
@@ -350,7 +352,8 @@ def _judge(base: Side, fix: Side, mode: Mode, base_sha: str, notes: list[str]) -
             why += f"; {len(still)} test(s) fail on both (not caused by the fix)"
         return result("clean", why, [], fixed, still)
     if not _ran(base, mode) or not _ran(fix, mode):
-        return result("inconclusive", f"base {_what(base)}, fix {_what(fix)}: a hang or crash gives no verdict",
+        return result("inconclusive", f"base {_what(base)}, fix {_what(fix)}: a hang, crash or unjudged run gives "
+                      "no verdict",
                       [], [], [])
     if base.outcome == "pass" and fix.outcome == "pass":
         return result("clean", "the command passes on base and with the fix", [], [], [])
@@ -372,6 +375,8 @@ def _what(side: Side) -> str:
         return "hung (timed out)"
     if side.outcome == "crash":
         return "crashed"
+    if side.outcome == "inconclusive":
+        return f"cannot be judged ({side.run.problem})"
     if side.run.matches_expected is False:
         return f"failed otherwise than expected ({side.run.error})"
     if side.run.outcome_reason.startswith("exit 0, but"):

@@ -9,7 +9,7 @@ from rootcause.tools.core.results import ToolResult
 from rootcause.tools.judge import protocol
 from rootcause.tools.judge.baseline import FALLBACK_FACT, Baseline, baseline_of
 from rootcause.tools.judge.experiment import run_command
-from rootcause.tools.observe.evidence import Observation, RunFields, yardstick
+from rootcause.tools.observe.evidence import EXPECT_TEXT, Observation, RunFields, declare, yardstick
 from rootcause.tools.record.evidence import FixAttemptEvidence
 from rootcause.tools.record.store import SessionStore, require_open
 
@@ -26,8 +26,7 @@ class RecordFixAttemptInput(RunFields):
 
     session_id: str = Field(description="The id returned by start_session (required).")
     description: str = Field(description="What this fix changes and why, in one or two sentences.")
-    expect: str | None = Field(None, description="A text or regex the original failure shows; default: the "
-                                                 "session's symptom. A run failing otherwise is a different failure.")
+    expect: str | None = Field(None, description=f"{EXPECT_TEXT} Default: the session's symptom.")
 
 
 class RecordFixAttemptResult(ToolResult):
@@ -81,6 +80,7 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
     protocol.refuse_if_stopped(state)
     if not inp.description.strip():
         raise UsageError("description is empty.", "say what this fix changes and why, in a sentence")
+    declare(inp, ctx.workspace, label="record_fix_attempt")  # bad arguments (metric, reference...) before any change
     switched: list[str] = []
     overdue = protocol.quick_path_overdue(state)
     if overdue:
@@ -105,6 +105,8 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
                f"({', '.join(run.outside_root[:2])}), so it did not test this tree's fix; check the interpreter (a "
                "copied .venv/bin script whose shebang points elsewhere) or PYTHONPATH; this attempt is not counted"
                if run.outside_root else
+               f"the verification cannot judge the fix: {run.problem}; this attempt is not counted"
+               if run.outcome == "inconclusive" else
                f"the verification did not run the tests ({run.problem}); this attempt is not counted")
     elif fixed:
         consecutive = 0
@@ -133,6 +135,8 @@ async def record_fix_attempt(inp: RecordFixAttemptInput, ctx: ToolContext) -> Re
     elif not counted:
         nxt = ("run the verification with the project's own interpreter (python=.venv/bin/python) so it imports "
                "this tree, then record the attempt again" if run.outside_root else
+               "make the verification print the metric the yardstick judges (or fix its name), then record the "
+               "attempt again" if run.outcome == "inconclusive" else
                "fix the verification command so that it runs the tests, then record the attempt again")
     else:
         nxt = (f"not fixed ({consecutive}/{protocol.STOP_AFTER} consecutive failures). Do not pile on another "

@@ -18,6 +18,8 @@ from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import MAX_RESULT_CHARS, ToolResult, bounded
 from rootcause.tools.observe.diagnosis import Diagnosis
 from rootcause.tools.observe.evidence import (
+    EXPECT_TEXT,
+    MetricYardstick,
     Observation,
     RunFields,
     Yardstick,
@@ -40,17 +42,17 @@ class ReproduceInput(RunFields):
     (category, root error, location, ranks, hang stacks, failed tests), the last 10 commits and the
     interpreter's facts (Python, torch/transformers versions, CUDA, relevant env vars). A run that exits 0 but
     prints NaN losses or a swallowed traceback fails (outcome_reason says why). With expect (or a session's
-    symptom), runs failing otherwise are a different_failure, not a reproduction. A failing command is a
-    successful call. Phase 1 of the protocol."""
+    symptom), runs failing otherwise are a different_failure, not a reproduction. With metric (or reference), a
+    run that exits 0 fails when its numbers hold the condition and is inconclusive when its output lacks them.
+    A failing command is a successful call. Phase 1 of the protocol."""
 
-    runs: int = Field(2, ge=1, le=MAX_RUNS, description=f"How many times to run the command, 1..{MAX_RUNS}.")
-    expect: str | None = Field(None, description="A text or regex the failure must show (e.g. \"AttributeError: "
-                                                 "module 'numpy'\"). Default with a session: the session's symptom "
-                                                 "(its category and keywords) is the yardstick.")
-    session_id: str | None = Field(None, description="The session to record the evidence in (advances Phase 1).")
+    runs: int = Field(2, ge=1, le=MAX_RUNS)
+    expect: str | None = Field(None, description=f"{EXPECT_TEXT} Default with a session: the session's symptom (its "
+                                                 "category and keywords) is the yardstick.")
+    session_id: str | None = Field(None, description="Session to record the result in (advances Phase 1).")
 
 
-Status = Literal["reproduced", "flaky", "not_reproduced", "different_failure"]
+Status = Literal["reproduced", "flaky", "not_reproduced", "different_failure", "inconclusive"]
 
 
 class ReproduceResult(ToolResult):
@@ -79,7 +81,8 @@ class ReproduceResult(ToolResult):
             "reproduced": f"REPRODUCED — {len(failing)}/{len(self.runs)} runs failed with one signature",
             "flaky": f"FLAKY — {len(failing)}/{len(self.runs)} runs failed"
                      f" ({len({r.signature for r in failing})} signature(s))",
-            "not_reproduced": f"NOT REPRODUCED — all {len(self.runs)} runs passed",
+            "not_reproduced": f"NOT REPRODUCED — {self._passed()}",
+            "inconclusive": f"INCONCLUSIVE — no run could be judged: {self.runs[0].problem if self.runs else ''}",
             "different_failure": f"DIFFERENT FAILURE — {len(failing)}/{len(self.runs)} runs failed, but not with "
                                  f"the expected failure: expected {self.expected}; got {shown}",
         }[self.status]
@@ -95,6 +98,8 @@ class ReproduceResult(ToolResult):
         for r in self.runs:
             extra = f", {r.timed_out} timeout" if r.timed_out else ""
             why = f" — {r.outcome_reason}" if r.outcome_reason.startswith("exit 0, but") else ""
+            if r.yardstick is not None and r.yardstick.reason not in why:
+                why += f" — {r.yardstick.reason}"
             mark = " [different failure]" if r.matches_expected is False else ""
             job = f"Slurm job {r.job_id}, " if r.job_id else ""
             lines.append(f"  {r.run_id}: {r.outcome} ({job}{r.code()}{extra}, {r.duration_s:.1f}s){why}{mark} "
@@ -106,6 +111,14 @@ class ReproduceResult(ToolResult):
             lines.append("Recent commits: " + " | ".join(self.recent_commits[:5]))
         lines.append(f"Next: {self.next}")
         return "\n".join(lines)
+
+
+    def _passed(self) -> str:
+        passed = [r for r in self.runs if r.outcome == "pass"]
+        text = f"all {len(self.runs)} runs passed" if len(passed) == len(self.runs) else \
+            f"{len(passed)}/{len(self.runs)} runs passed, the others could not be judged"
+        read = next((r.yardstick for r in passed if r.yardstick is not None), None)
+        return text + (f" ({read.reason})" if read is not None else "")
 
 
 def diagnosis_lines(d: Diagnosis) -> list[str]:
@@ -128,11 +141,11 @@ def diagnosis_lines(d: Diagnosis) -> list[str]:
 # ---------------------------------------------------------------- reproduce
 
 
-def _status(runs: list[Observation], stick: Yardstick | None) -> tuple[Status, bool, bool | None]:
+def _status(runs: list[Observation], stick: Yardstick | MetricYardstick | None) -> tuple[Status, bool, bool | None]:
     """(status, consistent, matches_symptom): runs failing otherwise than expected do not reproduce it."""
     failing = [r for r in runs if r.failed]
-    if not failing:
-        return "not_reproduced", False, None
+    if not failing:  # runs a metric yardstick cannot judge (the metric missing) never count as passes
+        return ("inconclusive" if all(r.outcome == "inconclusive" for r in runs) else "not_reproduced"), False, None
     consistent = len(failing) == len(runs) and len({r.signature for r in failing}) == 1
     if stick is None:
         return ("reproduced" if consistent else "flaky"), consistent, None
@@ -147,6 +160,9 @@ def _status(runs: list[Observation], stick: Yardstick | None) -> tuple[Status, b
 
 
 def next_step(status: str, diagnosis: Diagnosis | None) -> str:
+    if status == "inconclusive":
+        return ("the runs exited 0 without printing the metric the yardstick judges: check its name against the "
+                "metrics read (the reason lists them), print it, or judge a step the run reaches")
     if status == "not_reproduced":
         return ("the failure did not reproduce: check the environment against the failing one (compare_setups), "
                 "raise runs for an intermittent failure, or diagnose the original log (diagnose_log)")
@@ -157,6 +173,10 @@ def next_step(status: str, diagnosis: Diagnosis | None) -> str:
         return ("intermittent: raise runs to measure the rate; compare the signatures of the failing runs; "
                 "suspect races, seeds, data order, or ranks that differ; then check_constraints")
     hint = f" with keywords {', '.join(diagnosis.keywords)}" if diagnosis and diagnosis.keywords else ""
+    if diagnosis is not None and diagnosis.category == "metric_regression":
+        return ("reproducible by its numbers (the run exits 0): find the change that moved them with bisect_commits "
+                f"or bisect_versions and the same metric / reference, or compare_setups against a good run; "
+                f"check_constraints{hint}")
     return f"reproducible: check_constraints{hint}, then read the location and trace the data flow backward"
 
 
@@ -185,8 +205,9 @@ async def reproduce(inp: ReproduceInput, ctx: ToolContext) -> ReproduceResult:
     decl = declare(inp, ctx.workspace, label="reproduce")
     stick = yardstick(inp.expect, state)
     runs = await run_observed(decl, ctx, runs=inp.runs, yardstick=stick)
+    expected = " or ".join(x.describe() for x in (stick, decl.metric) if x is not None) or None
     await ctx.progress(inp.runs, inp.runs, "all runs done; gathering the environment")
-    status, consistent, matched = _status(runs, stick)
+    status, consistent, matched = _status(runs, stick or decl.metric)
     assert decl.interpreter is not None
     environment = await gather(ctx.workspace, decl.interpreter.path, {**os.environ, **decl.env})
     failing = [r for r in runs if r.failed]
@@ -194,7 +215,7 @@ async def reproduce(inp: ReproduceInput, ctx: ToolContext) -> ReproduceResult:
     outside = list(dict.fromkeys(f for r in runs for f in r.outside_root))
     result = ReproduceResult(
         status=status, command=decl.argv, consistent=consistent, diagnosis=shown.diagnosis if shown else None,
-        runs=runs, matches_symptom=matched, expected=stick.describe() if stick else None,
+        runs=runs, matches_symptom=matched, expected=expected,
         interpreter=decl.interpreter.describe(), outside_root=outside,
         recent_commits=gitrepo.recent_commits(ctx.root, 10), environment=environment,
         next=next_step(status, shown.diagnosis if shown else None),

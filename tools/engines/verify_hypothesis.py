@@ -196,6 +196,9 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
                 "status": "fallback", "signature": first_fail.signature, "outcomes": [first_fail.outcome],
                 "error": first_fail.error}})
     verdict, reason = judge(expect, observed_runs, baseline)
+    unjudged = [r for r in runs if r.outcome == "inconclusive"]
+    if unjudged:  # a run the metric yardstick cannot judge (the metric missing) decides nothing, never a pass
+        verdict, reason = "inconclusive", f"{len(unjudged)}/{len(runs)} run(s) cannot be judged: {unjudged[0].problem}"
     disproof, observed = disproof_checked(inp.disproof, inp.disproof_regex, verdict, observed_runs, baseline)
     gate = Gate.of([
         one_variable(changes, inp.changed, {**inp.env}, tree),

@@ -81,6 +81,9 @@ class ReproduceEvidence(ToolEvidence):
         swallowed = [r.outcome_reason for r in self.runs if r.outcome_reason.startswith("exit 0, but")]
         if swallowed:
             lines.append(f"- {swallowed[0]}")
+        read = [f"{r.yardstick.reason} ({r.outcome})" for r in self.runs if r.yardstick is not None]
+        if read and read[0].split(" (")[0] not in (swallowed or [""])[0]:
+            lines.append(f"- Metric read: {read[0]}" + (f"; {len(read) - 1} more run(s)" if len(read) > 1 else ""))
         if self.outside_root:
             lines.append(f"- Imports project code from outside the root: {', '.join(self.outside_root[:3])}")
         if self.diagnosis:

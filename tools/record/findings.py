@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from rootcause.tools.core.results import bounded
+from rootcause.tools.observe.evidence.metric_yardstick import MetricReading
 from rootcause.tools.record.tool_evidence import ToolEvidence, register
 
 
@@ -27,9 +28,15 @@ class Tested(_Loose):
     error: str | None = None
     signature: str | None = None
     log_path: str | None = None
+    yardstick: MetricReading | None = None
 
     def label(self) -> str:
         return self.short or self.version or "?"
+
+    def value(self) -> str:
+        """' (val_acc 0.744 at step 30)' when the metric yardstick read a value."""
+        return f" ({self.yardstick.brief()})" if self.yardstick is not None and self.yardstick.value is not None \
+            else ""
 
 
 class CommitBrief(_Loose):
@@ -44,7 +51,7 @@ class CommitBrief(_Loose):
 def _tested_lines(tested: list[Tested]) -> list[str]:
     if not tested:
         return []
-    lines = ["- Tested: " + ", ".join(f"{t.label()} {t.outcome}" for t in tested)]
+    lines = ["- Tested: " + ", ".join(f"{t.label()} {t.outcome}{t.value()}" for t in tested)]
     lines += [f"- Skipped {t.label()}: {t.outcome_reason}" for t in tested if t.outcome == "skip"][:5]
     return lines
 
@@ -125,6 +132,7 @@ class EnvSideBrief(_Loose):
     cached: bool = False
     signature: str | None = None
     log_path: str | None = None
+    yardstick: MetricReading | None = None
 
     def line(self, name: str, package: str) -> str:
         if self.outcome in ("skip", "not_run"):
@@ -133,6 +141,8 @@ class EnvSideBrief(_Loose):
             what = self.outcome + (f" — {self.error}" if self.error else "")
             what += " [not the expected failure]" if self.matches_expected is False else ""
         project = f"; project {self.project}" if self.project else ""
+        if self.yardstick is not None and self.yardstick.value is not None:
+            what += f" ({self.yardstick.brief()})"
         return (f"- {name}: {package}=={self.package_version or '?'}{project} → {what}"
                 + (" (cached)" if self.cached else ""))
 
@@ -277,6 +287,15 @@ class RenameBrief(_Loose):
     to: str = ""
 
 
+class CheckpointGroupBrief(_Loose):
+    group: str = "?"
+    keys: list[str] = Field(default_factory=list)
+    tensors: int = 0
+    entries: int = 0
+    not_restored: int | None = None
+    missing: int | None = None
+
+
 @register
 class CheckpointEvidence(ToolEvidence):
     tool: ClassVar[str] = "inspect_checkpoint"
@@ -291,6 +310,8 @@ class CheckpointEvidence(ToolEvidence):
     nonfinite: list[str] = Field(default_factory=list)
     counts: dict[str, int] = Field(default_factory=dict)
     likely_renames: list[RenameBrief] = Field(default_factory=list)
+    load_into: str | None = None
+    groups: list[CheckpointGroupBrief] = Field(default_factory=list)
 
     def render(self) -> str:
         dtypes = ", ".join(f"{k}: {v}" for k, v in sorted(self.dtypes.items())) or "no tensors"
@@ -302,8 +323,16 @@ class CheckpointEvidence(ToolEvidence):
             lines.append(f"- {self.nonfinite_tensors} tensor(s) with NaN/Inf: {', '.join(self.nonfinite[:10])}")
         else:
             lines.append("- No NaN/Inf.")
+        if len(self.groups) > 1:
+            lines.append("- Groups: " + ", ".join(f"{g.group} {g.tensors} tensors" for g in self.groups))
+        if self.load_into:
+            lost = ", ".join(f"{g.group} {g.not_restored}" for g in self.groups if g.not_restored)
+            lacking = ", ".join(f"{g.group} {g.missing}" for g in self.groups if g.missing)
+            lines.append(f"- Load into `{self.load_into}`: {self.counts.get('unexpected', 0)} stored entries not "
+                         f"restored{f' ({lost})' if lost else ''}, {self.counts.get('missing', 0)} expected ones "
+                         f"missing{f' ({lacking})' if lacking else ''}")
         differences = {k: v for k, v in self.counts.items() if v}
-        if differences:
+        if differences and not self.load_into:
             lines.append("- Against the reference: " + ", ".join(f"{k} {v}" for k, v in differences.items()))
         if self.likely_renames:
             lines.append("- Likely renames: " + ", ".join(f"{r.from_} → {r.to}" for r in self.likely_renames[:10]))

@@ -23,6 +23,12 @@ check_collateral, the bisects) uses it:
 
 A run that exited 0 fails when its output shows a failure the diagnosis recognises (non-finite
 loss / grad norm, a killed worker, a traceback that ends the output); `outcome_reason` says so.
+
+The metric yardstick (RunFields `metric` / `reference`, metric_yardstick.py) is validated by declare()
+and carried by the declaration, so every tool's runs are judged by it: a run that exited 0 fails when
+its numbers hold the condition (category metric_regression) and is `inconclusive` (with `problem`)
+when its output lacks the metric; `obs.yardstick` (a MetricReading) names the value read, its step
+and log line. Either the metric or the text yardstick finding the failure makes `matches_expected` true.
 """
 
 from rootcause.tools.observe.evidence.declaration import (
@@ -47,10 +53,25 @@ from rootcause.tools.observe.evidence.execute import (
     run_observed,
     uses_pytest,
 )
-from rootcause.tools.observe.evidence.expect import Yardstick, from_expect, from_symptom, matches, yardstick
+from rootcause.tools.observe.evidence.expect import (
+    EXPECT_TEXT,
+    Yardstick,
+    from_expect,
+    from_symptom,
+    matches,
+    yardstick,
+)
+from rootcause.tools.observe.evidence.metric_yardstick import (
+    MetricReading,
+    MetricYardstick,
+    Reference,
+    metric_yardstick,
+    parse_condition,
+)
 from rootcause.tools.observe.evidence.observation import (
     PYTEST_NOT_RUN,
     Observation,
+    RunOutcome,
     diagnosis_line,
     full_output,
     observe,
@@ -58,9 +79,40 @@ from rootcause.tools.observe.evidence.observation import (
 )
 
 __all__ = [
-    "MAX_TIMEOUT_S", "PYTEST_NOT_RUN", "Command", "Cwd", "Env", "IdleTimeoutS", "Observation", "Python",
+    "EXPECT_TEXT",
+    "MAX_TIMEOUT_S",
+    "PYTEST_NOT_RUN",
+    "Command",
+    "Cwd",
+    "Env",
+    "IdleTimeoutS",
+    "MetricReading",
+    "MetricYardstick",
+    "Observation",
+    "Python",
+    "Reference",
     "RunDeclaration",
-    "RunFields", "Shell", "SlurmOptions", "TimeoutS", "Yardstick", "check_timeouts", "declare", "diagnosis_line",
-    "execute", "from_expect", "from_symptom", "full_output", "matches", "observe", "observe_record",
-    "outside_root_files", "pytest_position", "run_observed", "uses_pytest", "yardstick",
+    "RunFields",
+    "RunOutcome",
+    "Shell",
+    "SlurmOptions",
+    "TimeoutS",
+    "Yardstick",
+    "check_timeouts",
+    "declare",
+    "diagnosis_line",
+    "execute",
+    "from_expect",
+    "from_symptom",
+    "full_output",
+    "matches",
+    "metric_yardstick",
+    "observe",
+    "observe_record",
+    "outside_root_files",
+    "parse_condition",
+    "pytest_position",
+    "run_observed",
+    "uses_pytest",
+    "yardstick",
 ]

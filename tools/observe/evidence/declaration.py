@@ -1,8 +1,9 @@
 """A run as every tool declares it: the command fields a tool takes, validated once, resolved to a runnable spec.
 
 A tool's input inherits `RunFields` (command, cwd, env, shell, python, timeouts, launcher,
-slurm); `declare()` checks them (timeouts finite, > 0, bounded; the command split and its
-program's folder inside the root), applies the one interpreter rule (the `python` argument,
+slurm, and the metric yardstick: metric, reference); `declare()` checks them (timeouts finite,
+> 0, bounded; the command split and its program's folder inside the root; the metric condition
+and the reference log: metric_yardstick.py), applies the one interpreter rule (the `python` argument,
 else `<root>/.venv/bin/python`, else rootcause's own, said so) and returns a `RunDeclaration`
 that `rootcause.tools.observe.evidence.run_observed` runs and observes.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 from rootcause.tools.core.errors import UsageError
+from rootcause.tools.observe.evidence.metric_yardstick import MetricYardstick, Reference, metric_yardstick
 from rootcause.tools.run import RunSpec, prepare_command
 from rootcause.tools.run.interpreters import Interpreter, activation_env, choose_interpreter
 from rootcause.tools.run.slurm import SlurmOptions
@@ -41,6 +43,13 @@ LauncherField = Annotated[Launcher, Field(
     description="local: run here. slurm: a command starting with `sbatch` submits that script, any other runs "
                 "as one srun task per rank (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set).")]
 SlurmField = Annotated[SlurmOptions | None, Field(description="Slurm options when launcher='slurm'.")]
+MetricField = Annotated[str | None, Field(
+    description="A condition on a printed metric that makes the run bad: `<name> <op> <number>` (op < <= > >= "
+                "==), at its last value unless `at step N` follows, e.g. \"val_acc < 0.85\". A run whose output "
+                "lacks it is inconclusive.")]
+ReferenceField = Annotated[Reference | None, Field(
+    description="{log, metric, rtol}: the run is bad from the first step where its metric leaves the reference "
+                "log's by more than rtol (relative).")]
 
 
 class RunFields(BaseModel):
@@ -55,6 +64,8 @@ class RunFields(BaseModel):
     python: Python = None
     launcher: LauncherField = "local"
     slurm: SlurmField = None
+    metric: MetricField = None
+    reference: ReferenceField = None
 
     def describe(self) -> str:
         """The command as the user wrote it, with its env overrides and folder."""
@@ -74,6 +85,8 @@ class RunDeclaration(BaseModel):
     interpreter: Interpreter | None = None
     launcher: Launcher = "local"
     slurm: SlurmOptions | None = None
+    metric: MetricYardstick | None = None
+    """The metric yardstick (metric / reference arguments): observe() judges every run's numbers by it."""
 
     @property
     def argv(self) -> list[str]:
@@ -123,6 +136,7 @@ def declare(fields: RunFields, workspace: Workspace, *, label: str, tree: Path |
     before the caller's env.
     """
     check_timeouts(fields.timeout_s, fields.idle_timeout_s)
+    metric = metric_yardstick(fields.metric, fields.reference, workspace)
     if fields.launcher == "slurm" and fields.slurm is None:
         fields = fields.model_copy(update={"slurm": SlurmOptions()})
     if fields.launcher != "slurm" and fields.slurm is not None:
@@ -138,4 +152,4 @@ def declare(fields: RunFields, workspace: Workspace, *, label: str, tree: Path |
     spec = RunSpec(argv=cmd.argv, cwd=cwd, env=env, timeout_s=fields.timeout_s,
                    idle_timeout_s=fields.idle_timeout_s, label=label)
     return RunDeclaration(spec=spec, shell=fields.shell, interpreter=interpreter, launcher=fields.launcher,
-                          slurm=fields.slurm)
+                          slurm=fields.slurm, metric=metric)

@@ -55,7 +55,8 @@ async def observe_record(decl: RunDeclaration, record: RunRecord, root: Path,
     def work() -> Observation:
         return observe(record, root, yardstick=yardstick, pytest=uses_pytest(decl), cwd=decl.cwd,
                        interpreter=str(interpreter.path) if interpreter else None,
-                       interpreter_note=interpreter.note if interpreter else None, launcher=decl.launcher)
+                       interpreter_note=interpreter.note if interpreter else None, launcher=decl.launcher,
+                       metric=decl.metric)
 
     if record.log_bytes > SMALL_LOG:
         return await anyio.to_thread.run_sync(work)

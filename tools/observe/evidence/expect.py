@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from rootcause.tools.observe.diagnosis import Diagnosis
 
 MAX_EXPECT = 2_000
+EXPECT_TEXT = ("A text or regex the expected failure shows (e.g. \"KeyError: 'console_scripts'\"); a run failing "
+               "otherwise is a different failure.")
+"""The first sentence of every tool's `expect` description (one entry in the tool list's glossary)."""
 _EXCEPTION_NAME = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Warning))\b")
 _GENERIC = {"python_exception", "test_failure"}
 _CLOSE = [{"hang", "distributed_error"}, {"nonfinite", "gradient_explosion"}]

@@ -18,7 +18,11 @@ from pydantic import BaseModel, Field, PrivateAttr
 from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_run
 from rootcause.tools.observe.diagnosis import signature as sig
 from rootcause.tools.observe.evidence.expect import Yardstick, matches
+from rootcause.tools.observe.evidence.metric_yardstick import MetricReading, MetricYardstick, read_run
 from rootcause.tools.run import Outcome, RunRecord, read_output
+
+RunOutcome = Outcome | Literal["inconclusive"]
+"""A run's outcome; inconclusive: it exited 0 but lacks the metric its yardstick judges (never a pass)."""
 
 # pytest's own exit codes that mean "the tests did not run", not "a test failed".
 # (2, interrupted, is left out: a collection error is a real failure of the code under test.)
@@ -37,7 +41,7 @@ class Observation(BaseModel):
     """One run of a command, reduced to what a verdict needs (the full log stays on disk)."""
 
     run_id: str
-    outcome: Outcome
+    outcome: RunOutcome
     outcome_reason: str = Field(description="Why this outcome: the exit code, a timeout, or what the output of a run "
                                             "that exited 0 shows ('exit 0, but loss is NaN from step 25').")
     exit_code: int | None = None
@@ -62,13 +66,15 @@ class Observation(BaseModel):
     rank_nodes: dict[str, str] = Field(default_factory=dict, description="Rank -> the node it ran on (slurm).")
     log_path: str = Field(description="The full log, relative to the root.")
     log_uri: str = Field(description="The full log as an MCP resource.")
+    yardstick: MetricReading | None = Field(None, description="The metric / reference yardstick's reading: the "
+                                                              "value read, its step and log line, the verdict.")
 
     _diagnosis: Diagnosis | None = PrivateAttr(default=None)
     _record: RunRecord | None = PrivateAttr(default=None)
 
     @property
     def failed(self) -> bool:
-        return self.outcome != "pass"
+        return self.outcome not in ("pass", "inconclusive")
 
     @property
     def diagnosis(self) -> Diagnosis | None:
@@ -93,6 +99,8 @@ class Observation(BaseModel):
             text += f" — {self.outcome_reason}"
         elif self.error:
             text += f" — {self.error[:200]}"
+        if self.yardstick is not None and self.yardstick.reason not in text:
+            text += f" — {self.yardstick.reason}"
         if self.matches_expected is False:
             text += " [not the expected failure]"
         if self.outside_root and not self.problem:
@@ -231,10 +239,36 @@ def _in_env(path: Path, tree: Path) -> bool:
     return any(p in {"site-packages", "dist-packages"} for p in rel) or (bool(rel) and rel[0] in {".venv", "venv"})
 
 
+def _metric_diagnosis(record: RunRecord, root: Path, reading: MetricReading) -> Diagnosis:
+    """The diagnosis of a run that is bad only by its numbers: a metric regression, one signature per condition."""
+    return diagnose_run(record, root).model_copy(update={
+        "category": "metric_regression", "exception_type": None, "message": reading.reason,
+        "signature": sig.build("metric-regression", reading.condition, []),
+        "keywords": [reading.metric, "metric regression"], "location": None, "frames": []})
+
+
+def _judge_metric(metric: MetricYardstick, record: RunRecord, root: Path, outcome: Outcome, reason: str
+                  ) -> tuple[MetricReading, RunOutcome, str, str | None]:
+    """(reading, outcome, reason, problem) after the metric yardstick: it only changes a run that passed."""
+    path = root / record.log_path
+    reading = read_run(metric, path if path.is_file() else None, record.output)
+    if outcome != "pass":
+        return reading, outcome, reason + (f"; {reading.reason}" if reading.holds else ""), None
+    if reading.holds:
+        return reading, "fail", f"exit 0, but {reading.reason}", None
+    if reading.holds is None:
+        return (reading, "inconclusive", f"exit 0, but {reading.reason}: {reading.condition} cannot be judged",
+                f"{reading.reason}: {reading.condition} cannot be judged")
+    return reading, outcome, f"exit 0; {reading.reason}", None
+
+
 def observe(record: RunRecord, root: Path, *, yardstick: Yardstick | None = None, pytest: bool = False,
             cwd: Path | None = None, interpreter: str | None = None, interpreter_note: str | None = None,
-            launcher: Literal["local", "slurm"] = "local") -> Observation:
-    """The observation of one finished run (synchronous: call it in a thread for a big log)."""
+            launcher: Literal["local", "slurm"] = "local", metric: MetricYardstick | None = None) -> Observation:
+    """The observation of one finished run (synchronous: call it in a thread for a big log).
+
+    metric: the run's metric yardstick; a run that passed fails when it holds, and is inconclusive (with
+    `problem` set) when its output lacks the metric."""
     outcome: Outcome = record.outcome
     diagnosis: Diagnosis | None = None
     if record.timed_out:
@@ -249,14 +283,20 @@ def observe(record: RunRecord, root: Path, *, yardstick: Yardstick | None = None
             outcome = "fail"
     else:
         reason = f"exit code {record.exit_code}"
-    if outcome != "pass" and diagnosis is None:
+    outcome_after: RunOutcome = outcome
+    reading, problem = None, None
+    if metric is not None:
+        reading, outcome_after, reason, problem = _judge_metric(metric, record, root, outcome, reason)
+        if outcome == "pass" and reading.holds:
+            diagnosis = _metric_diagnosis(record, root, reading)
+    if outcome_after not in ("pass", "inconclusive") and diagnosis is None:
         diagnosis = diagnose_run(record, root)
-    problem = None
     if pytest and record.exit_code in PYTEST_NOT_RUN and not (diagnosis and diagnosis.failed_tests):
         problem = f"{PYTEST_NOT_RUN[record.exit_code]} (exit {record.exit_code})"
     observation = Observation(
-        run_id=record.run_id, outcome=outcome, outcome_reason=reason, exit_code=record.exit_code,
-        signal=record.signal, duration_s=record.duration_s, timed_out=record.timed_out, problem=problem,
+        run_id=record.run_id, outcome=outcome_after, outcome_reason=reason, yardstick=reading,
+        exit_code=record.exit_code, signal=record.signal, duration_s=record.duration_s, timed_out=record.timed_out,
+        problem=problem,
         log_path=record.log_path, log_uri=f"rootcause://runs/{record.run_id}/log", interpreter=interpreter,
         interpreter_note=interpreter_note, launcher=launcher, job_id=getattr(record, "job_id", None),
         rank_nodes=getattr(record, "rank_nodes", None) or {},
@@ -269,6 +309,13 @@ def observe(record: RunRecord, root: Path, *, yardstick: Yardstick | None = None
         observation.outside_root = outside_root_files(record.output, diagnosis, root, cwd)
         if yardstick is not None:
             observation.matches_expected, observation.match_reason = matches(yardstick, diagnosis, record.output)
+        if reading is not None:  # either the metric or the text yardstick finding the failure makes it bad
+            if reading.holds:
+                observation.matches_expected, observation.match_reason = True, f"by its numbers: {reading.reason}"
+            elif observation.matches_expected is not True:
+                observation.matches_expected = False
+                observation.match_reason = (f"fails otherwise than by {metric.describe()} ({reading.reason})"  # type: ignore[union-attr]
+                                            + (f"; {observation.match_reason}" if observation.match_reason else ""))
     return observation
 
 

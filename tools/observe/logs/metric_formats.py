@@ -23,17 +23,17 @@ import yaml
 
 NUM = r"[-+]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf(?:inity)?)"
 _NUM_RE = re.compile(NUM, re.IGNORECASE)
-_WORD = r"[A-Za-z_][\w./-]*"
+_WORD = r"[A-Za-z_][\w./@-]*"  # `Acc@1` (torchvision, timm)
 _KEY = rf"{_WORD}(?:\(\w+\))?"  # mmengine's `Iter(train) [ 1450/80000]`
 _VALUE = (rf"(?:tensor\(\s*|\[\s*)?['\"]?(?P<val>{NUM})['\"]?(?:\s*/\s*\d+\s*\]?)?"
           r"(?![\w.]|:\S|,\d{3}\b)")
 # One word before its value; the words before it join the key when they lead up to it with single
-# spaces: several before ':' or '=' ("lm loss:", "Global Step:"), one before a loss / norm / rate
+# spaces: several before ':' or '=' ("lm loss:", "Global Step:"), one before a loss / norm / rate / accuracy
 # separated by a space ("val loss 2.0"). Matching one word keeps the scan linear.
 _PAIR = re.compile(rf"(?<![\w./'\"-])(?P<q>['\"])?(?P<key>{_KEY})(?(q)['\"])(?P<sep>\s*[:=]\s*|\s+){_VALUE}",
                    re.IGNORECASE)  # a quoted key ('loss': nan) closes its quote; `device='cuda:3'` is no key
 _QUALIFIERS = re.compile(r"(?:(?<=\s)|^)((?:[A-Za-z_][\w.-]* ){1,3})$")
-_METRIC_WORD = re.compile(r"(?:loss|norm|rate)$", re.IGNORECASE)
+_METRIC_WORD = re.compile(r"(?:loss|norm|rate|acc|accuracy)$", re.IGNORECASE)
 _PY_PAIR = re.compile(rf"""['"](?P<key>[^'"]+)['"]\s*:\s*(?:tensor\(\s*)?['"]?(?P<val>{NUM})""", re.IGNORECASE)
 _PIPE_SEGMENT = re.compile(
     rf"^\s*(?P<key>{_WORD}(?: {_WORD}){{0,5}}(?: \([\w/ ]+\))?)\s*[:=]?\s*(?:tensor\(\s*)?(?P<val>{NUM})"
@@ -50,12 +50,13 @@ IGNORED = "ignored"
 RECOGNISED = ("loss", "grad_norm", "lr")
 
 
-@lru_cache(maxsize=1)
-def trigger() -> re.Pattern[str]:
-    """Words one of which every metric line holds (a loss, norm, step or iteration name, a progress bar)."""
+@lru_cache(maxsize=16)
+def trigger(wanted: frozenset[str] = frozenset()) -> re.Pattern[str]:
+    """Words one of which every metric line holds (a loss, norm, step or iteration name, a progress bar, or a
+    spelling of one of the `wanted` metrics)."""
     vocab = vocabulary()
-    words = {"loss", "norm", "it/s", "s/it"} | {w for w, name in vocab.names.items()
-                                                if name in ("loss", "grad_norm", "step", "iteration")}
+    words = {"loss", "norm", "it/s", "s/it", *wanted} | {
+        w for w, name in vocab.names.items() if name in ("loss", "grad_norm", "step", "iteration", *wanted)}
     spellings = {variant for w in words for variant in (w, w.replace("_", " "), w.replace("_", "-"))}
     minimal = sorted(w for w in spellings if not any(o != w and o in w for o in spellings))
     return re.compile("|".join(re.escape(w) for w in minimal), re.IGNORECASE)
@@ -103,8 +104,8 @@ def canonical(key: str) -> str:
     return vocab.names.get(k, k)
 
 
-def keeps_points(metric: str) -> bool:
-    return metric in RECOGNISED or any(w in metric for w in vocabulary().kept_series_words)
+def keeps_points(metric: str, wanted: frozenset[str] = frozenset()) -> bool:
+    return metric in RECOGNISED or metric in wanted or any(w in metric for w in vocabulary().kept_series_words)
 
 
 # -- one line -----------------------------------------------------------------------------------------------------
@@ -239,11 +240,11 @@ PARSERS = (("json", parse_json), ("python_dict", parse_pydict), ("tqdm", parse_t
            ("pairs", parse_pairs))
 
 
-def _is_metric_record(found: dict[str, float]) -> bool:
-    """A record worth keeping: it names a loss or a norm, or it carries an explicit step."""
+def _is_metric_record(found: dict[str, float], wanted: frozenset[str] = frozenset()) -> bool:
+    """A record worth keeping: it names a loss, a norm or a wanted metric, or it carries an explicit step."""
     if "runtime" in found:
         return False  # HF's end-of-training summary (train_runtime, averaged train_loss), not a step
-    return "step" in found or "iteration" in found or any("loss" in k or "norm" in k for k in found)
+    return "step" in found or "iteration" in found or any("loss" in k or "norm" in k or k in wanted for k in found)
 
 
 def _as_step(value: float | None) -> int | None:
@@ -260,8 +261,11 @@ def record_of(found: dict[str, float], fmt: str) -> MetricRecord | None:
     return MetricRecord(step, found, fmt) if found else None
 
 
-def parse_text(text: str) -> MetricRecord | None:
-    """The record of one normalised line segment (no launcher prefix, no carriage return)."""
+def parse_text(text: str, wanted: frozenset[str] = frozenset()) -> MetricRecord | None:
+    """The record of one normalised line segment (no launcher prefix, no carriage return).
+
+    wanted: canonical names of metrics a caller asks for (val_acc, top1): a line naming one is a record
+    even when it names no loss, norm or step."""
     if not _HAS_NUMBER.search(text):
         return None
     ignored: dict[str, float] | None = None
@@ -269,7 +273,7 @@ def parse_text(text: str) -> MetricRecord | None:
         found = parser(text)
         if not found:
             continue
-        if _is_metric_record(found):
+        if _is_metric_record(found, wanted):
             return record_of(found, name)
         ignored = ignored or found  # a later, looser format may still find the metrics
     return MetricRecord(None, ignored, IGNORED) if ignored else None

@@ -1,7 +1,8 @@
 """The one metric extractor: per-step loss / grad_norm / lr (and other numbers) from training logs.
 
 Every tool that reads metrics from a log uses it: analyze_training_log, diagnose_log's spike
-template and the run observation that decides that a run which exited 0 printed NaN losses.
+template, the run observation that decides that a run which exited 0 printed NaN losses, and the
+metric yardstick (`keep=["val_acc"]`: any named metric, read step by step).
 
     series = scan_metrics(path_or_lines)        # a MetricSeries
     series.first_nonfinite                      # NonFinite(step, metric, value, line) or None
@@ -280,7 +281,8 @@ class MetricSeries:
 class _Stream:
     """The chosen rank's records turned into columns (explicit steps, or one step per record)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wanted: frozenset[str] = frozenset()) -> None:
+        self.wanted = wanted
         self.columns: dict[str, _Column] = {}
         self.stats: dict[str, Stats] = {}
         self.step_list = array("q")
@@ -298,8 +300,9 @@ class _Stream:
             self.explicit += 1
         else:
             # A record without a step continues the current step unless it repeats one of its training
-            # metrics (an eval dict between two training dicts belongs to the step before it).
-            if not self.started or set(record.metrics) & self.current_keys & set(RECOGNISED):
+            # metrics or a kept one (an eval dict between two training dicts belongs to the step before it;
+            # `epoch 2: val_acc=0.8` after `epoch 1: val_acc=0.7` is the next step).
+            if not self.started or set(record.metrics) & self.current_keys & {*RECOGNISED, *self.wanted}:
                 self.current += 1
                 self.current_keys = set()
             self.inferred += 1
@@ -310,7 +313,7 @@ class _Stream:
         for key, value in record.metrics.items():
             if key in self.current_keys:
                 continue
-            if keeps_points(key):
+            if keeps_points(key, self.wanted):
                 column = self.columns.get(key)
                 if column is None:
                     column = self.columns[key] = _Column()
@@ -334,9 +337,10 @@ class MetricExtractor:
 
     HEAD = 200
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Iterable[str] = ()) -> None:
+        self.wanted = frozenset(canonical(name) for name in keep)
         self.series = MetricSeries()
-        self._stream = _Stream()
+        self._stream = _Stream(self.wanted)
         self._chosen: str | None = None
         self._chose = False
         self._delimited: tuple[str, list[str]] | None = None
@@ -402,7 +406,7 @@ class MetricExtractor:
                 if tag not in self._ranks_seen:
                     self._ranks_seen[tag] = None
                 return
-            if not trigger().search(raw):
+            if not trigger(self.wanted).search(raw):
                 return
         for segment in clean(raw).split("\n"):
             if not segment.strip():
@@ -454,7 +458,7 @@ class MetricExtractor:
             if self._table is None:
                 self._table = table_header(text)
                 if self._table is None:
-                    record = parse_text(text)
+                    record = parse_text(text, self.wanted)
         if record is None:
             return
         if record.format == IGNORED:
@@ -463,7 +467,7 @@ class MetricExtractor:
         if not self._chose:
             self._chose, self._chosen = True, rank
         elif rank != self._chosen:  # rank 0 starts printing after another rank was chosen: read rank 0
-            self._chosen, self._stream = rank, _Stream()
+            self._chosen, self._stream = rank, _Stream(self.wanted)
             series.formats.clear()
         series.formats[record.format] += 1
         self._stream.add(record, number)
@@ -484,11 +488,13 @@ class MetricExtractor:
 
 
 def scan_metrics(source: str | Path | Iterable[str],
-                 progress: Callable[[int, int], None] | None = None) -> MetricSeries:
+                 progress: Callable[[int, int], None] | None = None, keep: Iterable[str] = ()) -> MetricSeries:
     """The metric series of a log file (a Path, streamed) or of text / lines in memory (a str is text).
 
-    `progress(bytes_read, file_size)` is called about every 4 MB of a file."""
-    extractor = MetricExtractor()
+    `progress(bytes_read, file_size)` is called about every 4 MB of a file. `keep`: names of other metrics
+    to read step by step (val_acc, top1, f1: any name, through the vocabulary): a line naming one counts as a
+    metric line and its per-step values are kept in `points` like a loss's."""
+    extractor = MetricExtractor(keep)
     if isinstance(source, Path):
         total = source.stat().st_size
         next_report = 4 << 20
