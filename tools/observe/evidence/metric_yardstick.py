@@ -256,14 +256,16 @@ def _read_reference(ref: ReferenceSeries, series: MetricSeries, log: Path | None
         return reading
     over = np.flatnonzero(rel > ref.rtol)
     if not len(over):
-        worst = int(np.argmax(rel))
-        index = int(run_at[worst])  # the value read: the closest call
+        worst = int(np.argmax(rel)) if rel.max() > 0 else len(common) - 1  # the closest call, else the last step
+        index = int(run_at[worst])
         reading.value, reading.step, reading.line = float(points.values[index]), int(common[worst]), \
             int(points.lines[index]) + 1
         reading.reference_value, reading.text = float(ref_values[worst]), _line_text(log, output, reading.line)
         reading.holds = False
+        closest = "equal at every one" if rel[worst] == 0 else \
+            f"largest difference {rel[worst]:.3%} at step {int(common[worst])}"
         reading.reason = (f"{ref.metric} stays within rtol {ref.rtol:g} of {ref.log} at all {len(common)} steps both "
-                          f"print (largest difference {rel[worst]:.3%} at step {int(common[worst])})")
+                          f"print ({closest})")
         if int(points.steps[-1]) < ref.steps[-1]:
             reading.reason += f"; the run stops at step {int(points.steps[-1])}, the reference at {ref.steps[-1]}"
         return reading
