@@ -12,7 +12,7 @@ from rootcause.tools.engines.close_session import SessionIdInput
 from rootcause.tools.engines.start_session import StartSessionInput, start_session
 from rootcause.tools.engines.verify_hypothesis import VerifyHypothesisInput, verify_hypothesis
 from rootcause.tools.judge.baseline import Baseline
-from rootcause.tools.judge.gate import check_falsifiable, disproof_observable, judge_run, parse_expect
+from rootcause.tools.judge.gate import check_falsifiable, disproof_patterns, judge_run, parse_expect
 from rootcause.tools.observe.evidence import Observation as RunObservation
 from rootcause.tools.record.report import render_report
 from rootcause.tools.record.store import SessionStore
@@ -26,7 +26,7 @@ GOOD = {
     "command": "THRESHOLD=0 python stats.py data.json",
     "expect": "pass",
     "changed": "the THRESHOLD environment variable (10 -> 0)",
-    "disproof": "the run still fails with 'ZeroDivisionError'",
+    "disproof": "the run still fails with /ZeroDivisionError/",
     "alternatives": ["data.json has no values at all", "mean() is called on the wrong list"],
     "confidence": 0.9,
 }
@@ -84,14 +84,17 @@ def test_parse_expect() -> None:
         parse_expect("  ")
 
 
-def test_disproof_observable() -> None:
-    assert disproof_observable("still fails with 'ZeroDivisionError'", None) == ("text", ["ZeroDivisionError"])
-    assert disproof_observable("the same error comes back", None) == ("same", [])
-    assert disproof_observable("it fails with a different error", None) == ("different", [])
-    assert disproof_observable("the test does not pass", None) == ("fail", [])
-    assert disproof_observable("the test passes", None) == ("pass", [])
-    assert disproof_observable("the loss curve looks odd", None) is None
-    assert disproof_observable("anything", "nan") == ("text", ["nan"])
+def test_disproof_patterns_only_what_is_marked() -> None:
+    assert disproof_patterns("still fails with /ZeroDivisionError/", None) == ("marked", ["ZeroDivisionError"])
+    assert disproof_patterns(r"prints /loss=nan at step \d+/.", None) == ("marked", [r"loss=nan at step \d+"])
+    assert disproof_patterns("anything /x/", "nan") == ("disproof_regex", ["nan"])
+    for prose in ("still fails with 'ZeroDivisionError'", "the same error comes back", "the test passes",
+                  "`mean()` still returns 0", "it fails in /usr/lib/x.so and/or a/b/c"):
+        assert disproof_patterns(prose, None) == ("prose", []), prose
+    with pytest.raises(UsageError, match="marked in disproof"):
+        disproof_patterns("fails with /shape (4/", None)
+    with pytest.raises(UsageError, match="disproof_regex"):
+        disproof_patterns("x", "shape (4")
 
 
 def _run(outcome: str, signature: str | None = None, **extra: Any) -> RunObservation:
@@ -170,7 +173,7 @@ async def test_refuted_and_numbered_in_order(project: Path) -> None:
         project, sid, hypothesis="data.json holds no usable values, the file itself is the trigger",
         prediction="on sample.json, whose values are 4, 5 and 6, the program prints a mean",
         command="python stats.py sample.json", changed="the input file argument (data.json -> sample.json)",
-        disproof="sample.json fails with the same error")
+        disproof="sample.json fails with the same /ZeroDivisionError/")
     assert refuted.result == "refuted" and refuted.number == 1
     assert refuted.disproof_observed is True
     gate = {c.name: c for c in refuted.gate.checks}
@@ -211,7 +214,8 @@ async def test_one_file_change_passes_and_low_confidence_asks_for_review(project
     result = await _verify(project, sid, command="python stats.py data.json", changed="THRESHOLD default 10 -> 0",
                            confidence=0.6)
     assert result.result == "supported" and result.gate.passed
-    assert "one file changed since the session start: stats.py (+1 -1, 1 hunk)" in result.gate.checks[0].why
+    assert "one change since the session start: stats.py (+1 -1, 1 hunk) — 1 change: load()" in \
+        result.gate.checks[0].why
     assert result.needs_review
     prompt = result.review_prompt or ""
     assert "Verdict: CONFIRMED | CHALLENGED | INSUFFICIENT_EVIDENCE" in prompt
@@ -293,7 +297,7 @@ async def test_mcp_schema_and_refusal(project: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_one_variable_is_not_checked_for_a_copy_outside_the_root(project: Path, tmp_path: Path) -> None:
+async def test_one_variable_is_quietly_not_checked_for_a_copy_outside_the_root(project: Path, tmp_path: Path) -> None:
     sid = await _session(project)
     edit(project, "1, 2, 3", "1, 2, 3, 4", name="data.json")  # the user's unrelated edit
     copy = tmp_path / "patched-copy"
@@ -303,8 +307,9 @@ async def test_one_variable_is_not_checked_for_a_copy_outside_the_root(project: 
     result = await _verify(project, sid, command=f"python {copy / 'stats.py'} data.json",
                            changed="THRESHOLD default 10 -> 0 in a patched copy")
     check = {c.name: c for c in result.gate.checks}["one_variable"]
-    assert not check.passed and check.why.startswith("not checked:") and str(copy) in check.why
-    assert result.changes == "not seen"
+    assert check.passed and check.why.startswith("not checked:") and str(copy) in check.why
+    assert "data.json" not in check.why and result.changes == "not seen"
+    assert result.gate.passed and not result.needs_review
 
 
 @pytest.mark.anyio

@@ -218,6 +218,6 @@ async def test_one_variable_is_not_checked_for_an_experiment_outside_the_root(re
             "python": sys.executable})
     data = structured(result)
     check = {c["name"]: c for c in data["gate"]["checks"]}["one_variable"]
-    assert data["result"] == "supported" and not check["passed"]
+    assert data["result"] == "supported" and check["passed"]  # quiet: a check that cannot decide does not alarm
     assert check["why"].startswith("not checked: the experiment runs") and str(copy) in check["why"]
     assert "data.json" not in check["why"]

@@ -23,13 +23,14 @@ from rootcause.tools.judge.gate import (
     alternatives_named,
     check_falsifiable,
     disproof_checked,
+    disproof_patterns,
     evidence_vs_correlation,
     judge,
     one_variable,
     parse_expect,
 )
 from rootcause.tools.observe.evidence import Observation, RunFields, declare, yardstick
-from rootcause.tools.observe.evidence.trees import experiment_tree
+from rootcause.tools.observe.evidence.trees import ExperimentTree, experiment_tree, settle_tree
 from rootcause.tools.record.evidence import Gate, HypothesisEvidence
 from rootcause.tools.record.registry import evidence_of
 from rootcause.tools.record.store import SessionState, SessionStore, require_open
@@ -59,15 +60,16 @@ class VerifyHypothesisInput(RunFields):
                                     "(against the session's reproduced failure) | a regex the output must match.")
     changed: str = Field(description="The one thing this experiment changes against the reproduction "
                                      "(a line of code, an env var, an argument).")
-    disproof: str = Field(description="The observation that would disprove the hypothesis; quote the text to look "
-                                      "for (\"still fails with 'ZeroDivisionError'\") or say passes / fails / "
-                                      "same error / different error so the run can check it.")
+    disproof: str = Field(description="The observation that would disprove the hypothesis, recorded as stated; "
+                                      "only text marked between slashes is searched for in the output "
+                                      "(\"still fails with /ZeroDivisionError/\").")
     alternatives: list[str] = Field(default_factory=list,
                                     description="Other causes that would produce the same symptom.")
     confidence: float = Field(0.8, ge=0, le=1,
                               description="Your confidence in the hypothesis, 0..1; below 0.8 asks for a "
                                           "critical review.")
-    disproof_regex: str | None = Field(None, description="Optional regex for the disproof observation in the output.")
+    disproof_regex: str | None = Field(None, description="A regex for the disproof, searched for in the output "
+                                                         "(instead of the /marked/ text).")
     runs: int = Field(1, ge=1, le=10,
                       description="Runs of the experiment (1..10); raised to 3 when the baseline was flaky.")
 
@@ -115,8 +117,7 @@ def _validate(inp: VerifyHypothesisInput) -> Expectation:
     if not 1 <= inp.runs <= 10:
         raise UsageError(f"runs must be between 1 and 10, got {inp.runs}.", "use 1, or 3 for a flaky failure")
     check_falsifiable(inp.hypothesis, inp.prediction, inp.disproof)
-    if inp.disproof_regex:
-        parse_expect(inp.disproof_regex)
+    disproof_patterns(inp.disproof, inp.disproof_regex)
     return parse_expect(inp.expect)
 
 
@@ -172,6 +173,14 @@ def _next(verdict: Verdict, needs_review: bool, reopened: bool) -> str:
     return text
 
 
+def _changes_in(tree: ExperimentTree, ctx: ToolContext, state: SessionState) -> TreeChanges | None:
+    """The working tree since the session start; a worktree or copy inside the root against its own HEAD;
+    code from outside the root: not seen."""
+    if tree.kind == "root":
+        return tree_changes(ctx.root, state)
+    return worktree_changes(tree.path) if tree.kind == "other_tree" and tree.path else None
+
+
 async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> VerifyHypothesisResult:
     store = SessionStore(ctx.workspace)
     state = require_open(store, inp.session_id)
@@ -181,14 +190,16 @@ async def verify_hypothesis(inp: VerifyHypothesisInput, ctx: ToolContext) -> Ver
         state = protocol.switch_to_full(store, state, switched)
     baseline = baseline_of(state)
     runs_wanted = max(inp.runs, FLAKY_RUNS) if baseline is not None and baseline.flaky else inp.runs
-    tree = experiment_tree(declare(inp, ctx.workspace, label="verify_hypothesis"), ctx.root)
-    if tree.kind == "root":
-        changes = tree_changes(ctx.root, state)
-    else:  # a worktree or copy inside the root: against its own base; outside the root: not seen
-        changes = worktree_changes(tree.path) if tree.kind == "other_tree" and tree.path else None
+    decl = declare(inp, ctx.workspace, label="verify_hypothesis")
+    tree = experiment_tree(decl, ctx.root)
+    changes = _changes_in(tree, ctx, state)  # before the run: what the run writes itself is not the experiment's
     observed_runs = await run_command(inp, ctx, runs=runs_wanted, label="verify_hypothesis",
                                       yardstick=yardstick(None, state))
     runs = [r for r, _ in observed_runs]
+    settled = settle_tree(tree, ctx.root, decl.cwd, [f.file for r in runs if r.diagnosis for f in r.diagnosis.frames],
+                          [p for r in runs for p in r.outside_root])
+    if settled != tree:
+        tree, changes = settled, _changes_in(settled, ctx, state)
     if baseline is None:
         first_fail = next((r for r in runs if r.outcome != "pass" and r.signature), None)
         if first_fail is not None:

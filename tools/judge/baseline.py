@@ -4,17 +4,21 @@ The failure baseline is the reproduce evidence recorded in the session (its stat
 and diagnosis signature); a log diagnosed with diagnose_log stands in when nothing was
 reproduced, and as a last resort the first failing run these tools saw themselves
 (kept in the session facts as `baseline_fallback`). The tree baseline is what start_session
-recorded: HEAD and the blob ids of the files already edited then.
+recorded: HEAD and the blob ids of the files already edited then; what differs from it is read
+file by file and, for Python, symbol by symbol (tools/judge/symbols.py).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from fnmatch import fnmatch
+from functools import cache
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from rootcause.tools.core import gitrepo
 from rootcause.tools.core.errors import UsageError
+from rootcause.tools.judge.symbols import logical_changes
 from rootcause.tools.record.store import SessionState
 
 FALLBACK_FACT = "baseline_fallback"
@@ -79,6 +83,9 @@ def baseline_of(state: SessionState) -> Baseline | None:
 
 # ---------------------------------------------------------------- the tree since the session started
 
+CHANGES_FILE = "changes.yaml"
+DATA = "rootcause.tools.judge.data"
+
 
 class FileChange(BaseModel):
     path: str
@@ -86,13 +93,32 @@ class FileChange(BaseModel):
     added: int | None = None
     removed: int | None = None
     note: str = ""
+    changes: list[list[str]] | None = Field(
+        None, description="The logical changes of a Python file, each the symbols it touched (functions, classes, "
+                          "module-level statements; an import with the symbols using it); [] when only comments or "
+                          "formatting differ; null when not read symbol by symbol (one change for the file).")
+
+    @property
+    def logical(self) -> int:
+        """How many logical changes this file adds: a file not read symbol by symbol counts as one."""
+        return 1 if self.changes is None else len(self.changes)
+
+    def what(self) -> str:
+        if self.changes is None:
+            return ""
+        if not self.changes:
+            return "no symbol changed (comments or formatting only)"
+        if len(self.changes) == 1:
+            return "1 change: " + ", ".join(self.changes[0])
+        return f"{len(self.changes)} unrelated changes: " + "; ".join(", ".join(g) for g in self.changes)
 
     def one_line(self) -> str:
+        what = f" — {self.what()}" if self.what() else ""
         if self.hunks is None:
-            return f"{self.path} ({self.note or 'changed'})"
+            return f"{self.path} ({self.note or 'changed'}){what}"
         size = f"+{self.added} -{self.removed}, " if self.added is not None else ""
         note = f"; {self.note}" if self.note else ""
-        return f"{self.path} ({size}{self.hunks} hunk{'s' if self.hunks != 1 else ''}{note})"
+        return f"{self.path} ({size}{self.hunks} hunk{'s' if self.hunks != 1 else ''}{note}){what}"
 
 
 class TreeChanges(BaseModel):
@@ -110,6 +136,19 @@ class TreeChanges(BaseModel):
         if not self.files:
             return moved + "no file differs from the session start"
         return moved + "; ".join(f.one_line() for f in self.files)
+
+
+@cache
+def _generated() -> tuple[str, ...]:
+    import yaml
+    from rootcause.tools.vocabulary.symptoms import read_data
+
+    return tuple(yaml.safe_load(read_data(CHANGES_FILE, DATA))["generated"])
+
+
+def generated(path: str) -> bool:
+    """A file a run or a tool writes by itself (bytecode, caches): never an experiment's change."""
+    return any(fnmatch(part, glob) for part in PurePosixPath(path).parts for glob in _generated())
 
 
 def _start_blob(top: Path, start_head: str | None, path: str, start_files: dict[str, str]) -> str:
@@ -136,6 +175,25 @@ def worktree_changes(tree: Path) -> TreeChanges | None:
         return None
 
 
+def _blob_text(top: Path, blob: str) -> str | None:
+    """A blob's text when git holds it (a file staged at the session start), else None."""
+    try:
+        return gitrepo.git(top, "cat-file", "blob", blob, strip=False)
+    except gitrepo.GitFailed:
+        return None
+
+
+def _symbol_changes(top: Path, path: str, old: str | None) -> list[list[str]] | None:
+    """The logical changes of a Python file from its old text to the working tree's (None: not readable so)."""
+    if old is None or not path.endswith((".py", ".pyi")):
+        return None
+    try:
+        new = (top / path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return logical_changes(old, new)
+
+
 def _tree_changes(root: Path, start_head: str | None, start_files: dict[str, str]) -> TreeChanges | None:
     top = gitrepo.top_level(root)
     if top is None:
@@ -146,18 +204,22 @@ def _tree_changes(root: Path, start_head: str | None, start_files: dict[str, str
         candidates |= set(gitrepo.files_changed_between(root, start_head, head))
     changes = TreeChanges(start_head=start_head, head=head)
     untracked = set(gitrepo.untracked_files(root))
-    for path in sorted(p for p in candidates if p):
+    for path in sorted(p for p in candidates if p and not generated(p)):
         now = gitrepo.blob_sha(top / path)
         if now == _start_blob(top, start_head, path, start_files):
             continue
         if path in start_files:
-            changes.files.append(FileChange(path=path, note="edited again; it already had uncommitted changes "
-                                                           "at the session start, so its hunks are not counted"))
+            old = _blob_text(top, start_files[path]) if start_files[path] != "missing" else None
+            symbols = _symbol_changes(top, path, old) if now != "missing" else None
+            note = ("edited again; it already had uncommitted changes at the session start, so its hunks are not "
+                    "counted" + ("" if symbols is not None else " and it counts as one change"))
+            changes.files.append(FileChange(path=path, note=note, changes=symbols))
         elif path in untracked or start_head is None:
             lines = (top / path).read_text(encoding="utf-8", errors="replace").count("\n") if now != "missing" else 0
             changes.files.append(FileChange(path=path, hunks=1, added=lines, removed=0, note="new file"))
         else:
             hunks, added, removed = gitrepo.diff_hunks(top, start_head, path)
+            symbols = None if now == "missing" else _symbol_changes(top, path, gitrepo.file_at(top, start_head, path))
             changes.files.append(FileChange(path=path, hunks=hunks, added=added, removed=removed,
-                                            note="deleted" if now == "missing" else ""))
+                                            note="deleted" if now == "missing" else "", changes=symbols))
     return changes

@@ -17,7 +17,6 @@ from rootcause.tools.record.evidence import GateCheck
 
 Verdict = Literal["supported", "refuted", "inconclusive"]
 EXPECT_WORDS = ("pass", "fail", "same_signature", "different_signature")
-MAX_HUNKS_ONE_CHANGE = 3
 
 # ---------------------------------------------------------------- falsifiability
 
@@ -141,40 +140,56 @@ def judge(expect: Expectation, runs: list[tuple[Observation, str]], baseline: Ba
 # ---------------------------------------------------------------- the gate
 
 
+def _not_checked(name: str, why: str) -> GateCheck:
+    """A check that cannot decide says so and does not alarm."""
+    return GateCheck(name=name, passed=True, why=f"not checked: {why}")
 
 
 def one_variable(changes: TreeChanges | None, changed: str, env: dict[str, str],
                  tree: ExperimentTree | None = None) -> GateCheck:
-    """One thing changed, judged in the tree the experiment ran in (never the user's tree for another one)."""
+    """One logical change, judged in the tree the experiment's code ran from (never the user's tree for another
+    one): files and symbols, not hunks — an import, a helper and its call sites in one file are one change."""
     if tree is not None and tree.kind == "unseen":
-        return GateCheck(name="one_variable", passed=False,
-                         why=f"not checked: {tree.why}; run the experiment in the working tree or a git worktree "
-                             "inside the root so the change can be checked")
+        return _not_checked("one_variable", f"{tree.why}; run the experiment's code from the working tree or a git "
+                                            "worktree inside the root so the change can be counted")
     if changes is None:
-        return GateCheck(name="one_variable", passed=False,
-                         why="not checked: the tree the experiment ran in is not a git repository, so what it "
-                             "changed cannot be seen")
+        return _not_checked("one_variable", "the tree the experiment ran in is not a git repository (or git cannot "
+                                            "read it), so what it changed cannot be seen")
     other = tree is not None and tree.kind == "other_tree"
     since = f"in {tree.path} against its HEAD" if other and tree is not None else "since the session start"
     env_note = f" (env overrides: {', '.join(sorted(env))})" if env else ""
+    drove = f" (judged where its code came from: the driver {tree.driver} is outside the root and not checked)" \
+        if tree is not None and tree.driver else ""
     moved = changes.summary().split(";")[0] + "; " if changes.head_moved and changes.start_head and not other else ""
+    scripts = set(tree.scripts) if tree is not None else set()
+    own = [f for f in changes.files if f.path in scripts and f.note == "new file"]
+    counted = [f for f in changes.files if f not in own and f.logical > 0]
+    quiet = [f for f in changes.files if f not in own and f.logical == 0]
+    aside = ", ".join([*(f"{f.path} (the experiment's own new script)" for f in own),
+                       *(f"{f.path} (no symbol changed: comments or formatting only)" for f in quiet)])
+    aside = f" (not counted: {aside})" if aside else ""
+    total = sum(f.logical for f in counted)
     if not changes.files:
         return GateCheck(name="one_variable", passed=True,
                          why=f"{moved}no file differs {since}: the experiment changed only its "
-                             f"command or environment{env_note} — stated as: {changed}")
-    if len(changes.files) == 1:
-        only = changes.files[0]
-        if only.hunks is not None and only.hunks > MAX_HUNKS_ONE_CHANGE:
-            return GateCheck(name="one_variable", passed=False,
-                             why=f"{moved}one file changed {since} but in {only.hunks} separate "
-                                 f"places ({only.one_line()}): that may be several changes; keep only the one "
-                                 f"the experiment is about")
+                             f"command or environment{env_note}{drove} — stated as: {changed}")
+    if total == 0:
         return GateCheck(name="one_variable", passed=True,
-                         why=f"{moved}one file changed {since}: {only.one_line()}{env_note}")
-    names = ", ".join(f.one_line() for f in changes.files[:8])
-    more = f" and {len(changes.files) - 8} more" if len(changes.files) > 8 else ""
+                         why=f"{moved}no logical change {since}{aside}: the experiment changed only its command "
+                             f"or environment{env_note}{drove} — stated as: {changed}")
+    if total == 1:
+        return GateCheck(name="one_variable", passed=True,
+                         why=f"{moved}one change {since}: {counted[0].one_line()}{aside}{env_note}{drove}")
+    if len(counted) == 1:
+        only = counted[0]
+        return GateCheck(name="one_variable", passed=False,
+                         why=f"{moved}one file changed {since} but in {only.logical} unrelated places: "
+                             f"{only.one_line()}{aside}; these touch symbols that do not use one another — keep "
+                             f"only the change the experiment is about")
+    names = "; ".join(f.one_line() for f in counted[:8])
+    more = f" and {len(counted) - 8} more" if len(counted) > 8 else ""
     return GateCheck(name="one_variable", passed=False,
-                     why=f"{moved}{len(changes.files)} files changed {since}: {names}{more}; "
+                     why=f"{moved}{len(counted)} files changed {since}: {names}{more}{aside}; "
                          f"the experiment changes more than one thing — revert or stash all but the change "
                          f"under test, then rerun")
 
@@ -230,69 +245,70 @@ def alternatives_named(alternatives: list[str]) -> GateCheck:
                      why=f"{len(named)} alternative(s) named: " + "; ".join(a[:120] for a in named[:5]))
 
 
-_QUOTED = re.compile(r"`([^`]{2,})`|\"([^\"]{2,})\"|(?<!\w)'([^']{2,})'(?!\w)")
-_SAME = re.compile(r"\bsame (error|signature|failure|exception|traceback|crash)\b|\bunchanged\b", re.IGNORECASE)
-_DIFFERENT = re.compile(r"\bdifferent (error|signature|failure|exception|traceback|crash)\b", re.IGNORECASE)
-_NOT_PASS = re.compile(r"\b(not|n't|never|no longer|still)\s+(\w+\s+)?(pass|succeed|work)", re.IGNORECASE)
-_PASS = re.compile(r"\b(pass(es|ed)?|succeed(s|ed)?|exits? (with )?0|no (error|failure)|works)\b", re.IGNORECASE)
-_FAIL = re.compile(r"\b(fail(s|ed|ing)?|raises?|crash(es)?|errors? out|still errors?|hang(s)?|times? out)\b",
-                   re.IGNORECASE)
+_MARKED = re.compile(r"(?<![\w/\\])/(?=\S)((?:[^/\\\n]|\\.)+)/(?![\w/])")
+"""A pattern marked inside the disproof's prose: text between slashes, `/ZeroDivisionError/` (not a path: the
+slashes stand alone, `/usr/lib/x` marks nothing)."""
+DisproofSource = Literal["disproof_regex", "marked", "prose"]
 
 
-def disproof_observable(disproof: str, regex: str | None) -> tuple[str, list[str]] | None:
-    """What a run can show of the disproof: ('text', patterns) or ('pass'|'fail'|'same'|'different', [])."""
+def disproof_patterns(disproof: str, regex: str | None) -> tuple[DisproofSource, list[str]]:
+    """What the run is searched for: disproof_regex, else the /patterns/ marked in the disproof, else nothing —
+    prose is recorded and shown, never matched. A bad pattern is refused (UsageError)."""
     if regex:
-        return "text", [regex]
-    quoted = [next(g for g in m.groups() if g) for m in _QUOTED.finditer(disproof)]
-    if quoted:
-        return "text", [re.escape(q) for q in quoted]
-    if _SAME.search(disproof):
-        return "same", []
-    if _DIFFERENT.search(disproof):
-        return "different", []
-    if _NOT_PASS.search(disproof):
-        return "fail", []
-    if _PASS.search(disproof):
-        return "pass", []
-    if _FAIL.search(disproof):
-        return "fail", []
+        patterns: list[str] = [regex]
+        source: DisproofSource = "disproof_regex"
+    else:
+        patterns, source = [m.group(1) for m in _MARKED.finditer(disproof)], "marked"
+    for pattern in patterns:
+        try:
+            re.compile(pattern, re.MULTILINE)
+        except re.error as exc:
+            where = "disproof_regex" if source == "disproof_regex" else "the /pattern/ marked in disproof"
+            raise UsageError(f"{where} {pattern!r} is not a valid regex: {exc}.",
+                             "escape special characters, e.g. /shape \\(4, 8\\)/; a slash inside a marked "
+                             "pattern is \\/") from None
+    return (source, patterns) if patterns else ("prose", [])
+
+
+def _first_match(patterns: list[str], runs: list[tuple[Observation, str]]) -> tuple[str, str, str] | None:
+    """(pattern, run id, the matching line) of the first match in any run's output."""
+    for pattern in patterns:
+        compiled = re.compile(pattern, re.MULTILINE)
+        for run, out in runs:
+            found = compiled.search(out)
+            if found:
+                start = out.rfind("\n", 0, found.start()) + 1
+                end = out.find("\n", found.end())
+                return pattern, run.run_id, out[start:end if end >= 0 else len(out)].strip()[:200]
     return None
 
 
 def disproof_checked(
     disproof: str, regex: str | None, verdict: Verdict, runs: list[tuple[Observation, str]],
-    baseline: Baseline | None,
+    baseline: Baseline | None = None,
 ) -> tuple[GateCheck, bool | None]:
-    """The check and whether the disproof was observed (None: this run cannot tell)."""
+    """The check and whether the disproof was observed (None: not looked for — prose, or nothing to search)."""
     def check(passed: bool, text: str) -> GateCheck:
         return GateCheck(name="disproof_checked", passed=passed, why=text)
 
-    target = disproof_observable(disproof, regex)
-    if target is None:
-        return check(False, f"stated ({disproof[:160]!r}) but it names nothing this run can observe (a quoted "
-                            "text, passes/fails, same or different error): look for it yourself, or pass "
-                            "disproof_regex"), None
-    kind, patterns = target
-    base_sig = baseline.signature if baseline else None
-    if kind == "text":
-        observed = any(re.search(p, out, re.MULTILINE) for p in patterns for _, out in runs)
-        what = " or ".join(f"/{p}/" for p in patterns)
-    elif kind == "pass":
-        observed, what = any(r.outcome == "pass" for r, _ in runs), "a passing run"
-    elif kind == "fail":
-        observed, what = any(r.outcome != "pass" for r, _ in runs), "a failing run"
-    elif base_sig is None:
-        return check(False, "stated, but comparing signatures needs a baseline: run reproduce with session_id"), None
-    elif kind == "same":
-        observed, what = any(r.signature == base_sig for r, _ in runs), "the baseline signature"
-    else:
-        observed = any(r.outcome != "pass" and r.signature != base_sig for r, _ in runs)
-        what = "a different failure signature"
-    if observed and verdict == "supported":
-        return check(False, f"the disproof ({what}) WAS observed although the prediction held: the evidence "
-                            "contradicts itself; the experiment does not isolate the cause"), True
-    if observed:
-        return check(True, f"looked for {what}: observed — the hypothesis is disproved as stated"), True
+    source, patterns = disproof_patterns(disproof, regex)
+    if source == "prose":
+        return _not_checked("disproof_checked",
+                            f"the disproof is prose, recorded as stated ({disproof.strip()[:160]!r}) and not searched "
+                            "for in the output (the verdict comes from expect); to have the run look for it, pass "
+                            "disproof_regex or mark the text in disproof between slashes, e.g. /ZeroDivisionError/"), \
+            None
+    what = " or ".join(f"/{p}/" for p in patterns)
+    named = f"{'disproof_regex' if source == 'disproof_regex' else 'the pattern marked in disproof'} {what}"
+    hit = _first_match(patterns, runs)
+    if hit is not None:
+        pattern, run_id, line = hit
+        seen = f"/{pattern}/ matched run {run_id}: {line!r}"
+        if verdict == "supported":
+            return check(False, f"searched the output for {named}: {seen}, although the prediction held — the "
+                                "evidence contradicts itself; the experiment does not isolate the cause"), True
+        return check(True, f"searched the output for {named}: {seen} — the hypothesis is disproved as stated"), True
     if verdict == "inconclusive":
-        return check(False, f"looked for {what}: not observed, but the run was inconclusive"), False
-    return check(True, f"looked for {what}: not observed in {len(runs)} run(s)"), False
+        return _not_checked("disproof_checked", f"searched the output for {named}: not found, but the run was "
+                                                "inconclusive, so its absence shows nothing"), False
+    return check(True, f"searched the output for {named}: not found in {len(runs)} run(s)"), False
