@@ -35,7 +35,8 @@ class Baseline(BaseModel):
 
     @property
     def flaky(self) -> bool:
-        return self.status == "flaky" or (self.consistent is False and self.status != "not_reproduced")
+        undecided = ("not_reproduced", "inconclusive")
+        return self.status == "flaky" or (self.consistent is False and self.status not in undecided)
 
     def one_line(self) -> str:
         where = f"{self.source} (evidence {self.evidence_seq})" if self.evidence_seq else self.source
