@@ -1,16 +1,20 @@
-"""inspect_checkpoint: what a checkpoint holds, which values are non-finite, how it differs from a reference.
+"""inspect_checkpoint: what a checkpoint holds (per group: model, optimizer, ...), which values are non-finite,
+how it differs from a reference, and what a load into the project's own model / optimizer would leave out.
 
 The server never imports torch: the tensors are read by `_ckpt_worker.py` running as a
 subprocess of the target interpreter (through the shared runner), one tensor at a time,
-and written as JSON lines under `.rootcause/numerics/<id>/`. This module picks the format,
-the interpreter, runs the worker and compares the two inventories.
+and written as JSON lines under `.rootcause/numerics/<id>/`. With load_into the same worker
+imports the project's callable and describes what it returns as the load sees it. This module
+picks the format, the interpreter, runs the workers and compares the inventories.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +22,37 @@ from pydantic import BaseModel, Field
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
-from rootcause.tools.numerics.formats import Detected, Format, detect
+from rootcause.tools.numerics.formats import (
+    TOP_LEVEL_KEY,
+    Detected,
+    Format,
+    Grouper,
+    detect,
+    fallback_path,
+    group_order,
+)
 
 LIST_LIMIT = 100
 WORKER = Path(__file__).parents[1] / "numerics" / "_ckpt_worker.py"
 RENAME_MIN_SIMILARITY = 0.4
+TARGET_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
+MAX_SPEC = 300
+DCP_SEMANTICS = ("dcp.load reads only the target's keys: a stored key the target lacks is skipped without a word; "
+                 "a key the target has and the checkpoint lacks makes dcp.load raise (unless the planner allows a "
+                 "partial load)")
+STATE_DICT_SEMANTICS = ("load_state_dict(strict=False) skips both kinds without a word (strict=True raises on "
+                        "either); an optimizer restores its stored state by position, any other Stateful takes "
+                        "what is stored under its key")
 
 
 class InspectCheckpointInput(BaseModel):
     """Inspect a checkpoint: tensors, parameters, dtypes, NaN/Inf per tensor, and key diffs against compare_to.
 
-    With compare_to (a reference checkpoint): keys missing, unexpected, with another shape or
-    dtype, and likely renames (a missing key paired with an unexpected one of the same shape
-    and dtype, ranked by name similarity and equal content). Reads torch.save state dicts
+    Contents are grouped by top-level key (model, optimizer, scheduler, scaler, extra, other). With
+    compare_to (a reference checkpoint) or load_into (the project's own target, e.g. a freshly
+    built model and optimizer): keys missing, unexpected, with another shape or dtype, and likely
+    renames (a missing key paired with an unexpected one of the same shape and dtype, ranked by
+    name similarity and equal content). Reads torch.save state dicts
     (weights_only=True), safetensors files, Hugging Face sharded checkpoints (*.index.json) and
     torch.distributed.checkpoint (DCP) directories. torch runs in the project's interpreter as
     a subprocess, one tensor at a time.
@@ -41,6 +63,11 @@ class InspectCheckpointInput(BaseModel):
     compare_to: str | None = Field(None, description="A reference checkpoint (e.g. the model's own state dict or "
                                                      "a known-good checkpoint). missing = keys the reference has "
                                                      "and path lacks; unexpected = keys only path has.")
+    load_into: str | None = Field(None, description="module:callable of the project (imported with the root on "
+                                                    "sys.path, run by python=) returning what its code loads path "
+                                                    "into: an nn.Module, an optimizer, a dict of them ({'model': m, "
+                                                    "'optim': opt}) or a state dict. missing = what it expects and "
+                                                    "path lacks; unexpected = stored entries it will NOT restore.")
     python: str | None = Field(None, description="Interpreter with torch to read torch / DCP checkpoints; default "
                                                  "<root>/.venv/bin/python, else the server's own.")
     allow_pickle: bool = Field(False, description="Load torch.save files that weights_only=True refuses. "
@@ -73,8 +100,9 @@ class DtypeMismatch(BaseModel):
 
 
 class Rename(BaseModel):
-    from_: str = Field(alias="from", description="The reference's key (missing from path).")
-    to: str = Field(description="The key in path (unexpected against the reference).")
+    from_: str = Field(alias="from", description="The missing key: the reference's (compare_to) or the target's "
+                                                 "(load_into).")
+    to: str = Field(description="The unexpected key: the one path holds.")
     shape: list[int]
     dtype: str
     name_similarity: float
@@ -96,6 +124,42 @@ class SideSummary(BaseModel):
     inventory_path: str = Field(description="Every tensor (name, dtype, shape, counts, hash) as JSON lines.")
 
 
+class CheckpointGroup(BaseModel):
+    """One part of the checkpoint (model weights, optimizer state, ...): every top-level key of that kind."""
+
+    group: str = Field(description="model | optimizer | scheduler | scaler | extra | other "
+                                   "(tools/numerics/checkpoint_groups.yaml).")
+    keys: list[str] = Field(description="Its top-level keys; '' is a plain state dict's top level.")
+    tensors: int
+    parameters: int
+    bytes: int
+    dtypes: dict[str, int]
+    entries: int = Field(description="Stored values that are not tensors (a step, an lr, param_groups' lists).")
+    not_restored: int | None = Field(None, description="With load_into: its stored keys the target lacks.")
+    not_restored_tensors: int | None = None
+    not_restored_bytes: int | None = None
+    missing: int | None = Field(None, description="With load_into: keys of this group the target expects and the "
+                                                  "checkpoint lacks.")
+    examples: dict[str, list[str]] = Field(default_factory=dict, description="With load_into: up to 5 names each "
+                                                                             "of not_restored and missing.")
+
+
+class LoadTarget(BaseModel):
+    spec: str = Field(description="The load_into callable.")
+    description: str = Field(description="What it returned, e.g. 'dict of 2: model Net (nn.Module), ...'.")
+    semantics: str = Field(description="How the load treats keys on one side only (dcp.load or load_state_dict).")
+    placed_at: str = Field(description="Where the target was compared: the checkpoint key a single model / "
+                                       "optimizer / state dict sits under (best key overlap), or a torch.save "
+                                       "dict's keys matched by group ('optim -> optimizer'); '' = as returned.")
+    tensors: int
+    entries: int
+    not_restored: int = Field(description="Stored keys the target lacks: the load leaves them out (= unexpected).")
+    missing: int = Field(description="Keys the target has and the checkpoint lacks (= missing).")
+    would_raise: list[str] = Field(default_factory=list, description="What the load itself would refuse.")
+    interpreter: str
+    inventory_path: str = Field(description="The target's tensors and entries as JSON lines.")
+
+
 class InspectCheckpointResult(ToolResult):
     path: str
     format: Format
@@ -103,10 +167,14 @@ class InspectCheckpointResult(ToolResult):
     parameters: int
     bytes: int
     dtypes: dict[str, int] = Field(description="Tensor count per dtype.")
+    entries: int = Field(0, description="Stored values that are not tensors.")
+    groups: list[CheckpointGroup] = Field(default_factory=list, description="The contents per group, in the "
+                                                                            "order model, optimizer, ...")
     values_checked: bool
     nonfinite: list[NonFinite] = Field(description="Tensors holding NaN or Inf (count per kind).")
     nonfinite_tensors: int
     compare_to: SideSummary | None = None
+    load_into: LoadTarget | None = None
     missing: list[str] = Field(default_factory=list)
     unexpected: list[str] = Field(default_factory=list)
     shape_mismatches: list[ShapeMismatch] = Field(default_factory=list)
@@ -120,8 +188,12 @@ class InspectCheckpointResult(ToolResult):
 
     def summary(self) -> str:
         hist = ", ".join(f"{k}: {v}" for k, v in sorted(self.dtypes.items()))
-        lines = [f"{self.format} checkpoint {self.path}: {self.tensors} tensors, {self.parameters:,} parameters "
-                 f"({hist or 'no tensors'})."]
+        others = f", {_plural(self.entries, 'other entry', 'other entries')}" if self.entries else ""
+        lines = [f"{self.format} checkpoint {self.path}: {self.tensors} tensors, {self.parameters:,} parameters, "
+                 f"{human_bytes(self.bytes)} ({hist or 'no tensors'}){others}."]
+        lines += group_table(self.groups, audited=self.load_into is not None)
+        if self.load_into is not None:
+            lines += audit_lines(self)
         if not self.values_checked:
             lines.append("Values not read: NaN/Inf not checked.")
         elif self.nonfinite:
@@ -140,18 +212,85 @@ class InspectCheckpointResult(ToolResult):
             for label, items in (("Missing", self.missing), ("Unexpected", self.unexpected)):
                 if items:
                     lines.append(f"{label}: {', '.join(items[:8])}{' …' if len(items) > 8 else ''}")
+        if self.compare_to is not None or self.load_into is not None:
             for s in self.shape_mismatches[:5]:
-                lines.append(f"Shape: {s.name} {s.shape} vs reference {s.reference_shape}")
+                lines.append(f"Shape: {s.name} {s.shape} vs {self._other} {s.reference_shape}")
             for d in self.dtype_mismatches[:5]:
-                lines.append(f"Dtype: {d.name} {d.dtype} vs reference {d.reference_dtype}")
+                lines.append(f"Dtype: {d.name} {d.dtype} vs {self._other} {d.reference_dtype}")
             for r in self.likely_renames[:8]:
                 content = {True: ", same content", False: ", different content", None: ""}[r.same_content]
-                lines.append(f"Likely rename: {r.from_} -> {r.to} (name similarity {r.name_similarity:.2f}"
-                             f"{content})")
+                pair = (f"stored {r.to} is the target's {r.from_}" if self.load_into is not None
+                        else f"{r.from_} -> {r.to}")
+                lines.append(f"Likely rename: {pair} (name similarity {r.name_similarity:.2f}{content})")
         lines += [f"Note: {n}" for n in self.notes]
         if self.full_list_path:
             lines.append(f"Full lists: {self.full_list_path}")
         return "\n".join(lines)
+
+    @property
+    def _other(self) -> str:
+        return "target" if self.load_into is not None else "reference"
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _shown_key(key: str) -> str:
+    return "(top level)" if key == TOP_LEVEL_KEY else key
+
+
+def group_table(groups: list[CheckpointGroup], audited: bool) -> list[str]:
+    if not groups:
+        return []
+    rows = [["group", "keys", "tensors", "parameters", "bytes", "entries", "dtypes"]
+            + (["not restored", "missing"] if audited else [])]
+    for g in groups:
+        keys = ", ".join(_shown_key(k) for k in g.keys[:3]) + (f" +{len(g.keys) - 3}" if len(g.keys) > 3 else "")
+        dtypes = ", ".join(f"{k}: {v}" for k, v in sorted(g.dtypes.items(), key=lambda kv: -kv[1])[:3]) or "-"
+        row = [g.group, keys, str(g.tensors), f"{g.parameters:,}", human_bytes(g.bytes), str(g.entries), dtypes]
+        if audited:
+            row += [str(g.not_restored or 0), str(g.missing or 0)]
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    numeric = {2, 3, 4, 5, 7, 8}
+    return ["  " + "  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+                             for i, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def _plural(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _examples(names: list[str], total: int, limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (f" … (+{total - min(limit, len(names))})" if total > limit else "")
+
+
+def audit_lines(result: InspectCheckpointResult) -> list[str]:
+    target = result.load_into
+    assert target is not None
+    placed = f", compared under '{target.placed_at}'" if target.placed_at else ""
+    lines = [f"Load into {target.spec}: {target.description}{placed}. {target.semantics}."]
+    for g in result.groups:
+        if g.not_restored:
+            entries = g.not_restored - (g.not_restored_tensors or 0)
+            parts = [f"{_plural(g.not_restored_tensors or 0, 'tensor')} ({human_bytes(g.not_restored_bytes or 0)})"
+                     ] if g.not_restored_tensors else []
+            parts += [_plural(entries, "entry", "entries")] if entries else []
+            what = " and ".join(parts)
+            lines.append(f"WILL NOT BE RESTORED ({g.group}: stored, absent from the target): {what}: "
+                         f"{_examples(g.examples.get('not_restored', []), g.not_restored)}")
+    for g in result.groups:
+        if g.missing:
+            lines.append(f"MISSING ({g.group}: the target expects it, the checkpoint lacks it): {g.missing}: "
+                         f"{_examples(g.examples.get('missing', []), g.missing)}")
+    lines += [f"Would raise: {r}" for r in target.would_raise]
+    if not target.not_restored and not target.missing:
+        lines.append("Every stored entry is restored and nothing the target expects is missing.")
+    return lines
 
 
 # ------------------------------------------------------------------ reading one side
@@ -161,6 +300,9 @@ class Side(BaseModel):
     path: str
     format: Format
     records: dict[str, dict[str, Any]]
+    """Tensors by name (each with its path in the nested checkpoint)."""
+    entries: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Stored values that are not tensors, by name."""
     notes: list[str]
     values_checked: bool
     interpreter: str
@@ -173,6 +315,22 @@ class Side(BaseModel):
                            dtypes=dict(Counter(r["dtype"] for r in self.records.values())),
                            nonfinite_tensors=len(nonfinite_of(self)), values_checked=self.values_checked,
                            interpreter=self.interpreter, inventory_path=self.inventory_path)
+
+    def grouper(self) -> Grouper:
+        return Grouper.for_top_keys({str(r["path"][0]) for r in [*self.records.values(), *self.entries.values()]
+                                     if r["path"]})
+
+
+class Target(BaseModel):
+    """What load_into returned, as the load sees it: names in the checkpoint's flattening."""
+
+    records: dict[str, dict[str, Any]]
+    entries: dict[str, dict[str, Any]]
+    objects: list[dict[str, Any]]
+    description: str
+    single: bool
+    interpreter: str
+    inventory_path: str
 
 
 def nonfinite_of(side: Side) -> list[NonFinite]:
@@ -189,8 +347,28 @@ def _interpreter(detected: Detected, inp: InspectCheckpointInput, ctx: ToolConte
     return resolve_python(ctx.workspace, inp.python)
 
 
-def _worker_error(error: dict[str, Any], path: str, python: Path) -> UsageError:
+TARGET_ERRORS = {
+    "target_import": ("importing it from {root} failed: {message}",
+                      "load_into takes module:callable importable from the root with the root first on sys.path "
+                      "(train.py at the root -> 'train:build_model'; a package -> 'pkg.models:build'); its import "
+                      "must not start training"),
+    "target_missing": ("{message}", "name a function of that module that builds and returns what the project "
+                                    "loads the checkpoint into"),
+    "target_not_callable": ("{message}", "name a function or class that takes no arguments"),
+    "target_raised": ("raised {message}", "load_into is called with no arguments in python=; fix it, or point at a "
+                                          "small function that builds the model / optimizer as the project does"),
+    "target_unloadable": ("{message}: nothing a checkpoint is loaded into",
+                          "return an nn.Module, an optimizer, a dict of them ({'model': model, 'optim': optimizer}) "
+                          "or a state dict"),
+}
+
+
+def _worker_error(error: dict[str, Any], path: str, python: Path, spec: str | None = None,
+                  root: Path | None = None) -> UsageError:
     code, message = error.get("error"), error.get("message", "")
+    if spec is not None and code in TARGET_ERRORS:
+        text, hint = TARGET_ERRORS[code]
+        return UsageError(f"load_into {spec!r}: {text.format(message=message.rstrip('.'), root=root)}.", hint)
     if code == "weights_only_refused":
         return UsageError(
             f"{path} is a pickle that torch.load(weights_only=True) refuses: {message.rstrip('.')}.",
@@ -198,86 +376,151 @@ def _worker_error(error: dict[str, Any], path: str, python: Path) -> UsageError:
             "better, re-save it as a plain state dict or safetensors",
         )
     if code == "no_torch":
-        return UsageError(f"reading {path} needs torch, which is not importable in {python}.",
+        needs = f"load_into {spec!r}" if spec is not None else f"reading {path}"
+        return UsageError(f"{needs} needs torch, which is not importable in {python}.",
                           "pass python= the project's interpreter that has torch installed")
+    if spec is not None:
+        return UsageError(f"load_into {spec!r}: {message}", "check that the callable returns a model, an optimizer "
+                                                             "or a dict of them")
     return UsageError(f"cannot read {path}: {message}", "check that the file is a complete checkpoint")
+
+
+async def _run_worker(argv: list[str], inp: InspectCheckpointInput, ctx: ToolContext, out: Path, label: str,
+                      shown: str, python: Path, spec: str | None = None) -> list[dict[str, Any]]:
+    """The worker's records (tensors, entries, notes, objects); its error as a UsageError in our words."""
+    from rootcause.tools.run import run_captured
+
+    record, output = await run_captured([*argv, "--out", str(out)], ctx.workspace, timeout_s=inp.timeout_s,
+                                        label=f"inspect_checkpoint {label}", progress=ctx.progress)
+    items: list[dict[str, Any]] = []
+    done = False
+    if out.is_file():
+        with open(out, encoding="utf-8") as fh:
+            for line in fh:
+                item = json.loads(line)
+                if item["kind"] == "error":
+                    raise _worker_error(item, shown, python, spec, ctx.workspace.root)
+                if item["kind"] == "done":
+                    done = True
+                else:
+                    items.append(item)
+    if not done:
+        what = f"load_into {spec!r}" if spec is not None else f"the checkpoint reader for {shown}"
+        raise UsageError(
+            f"{what} ended with {record.outcome} (exit {record.exit_code}, {record.timed_out or 'no'} timeout) "
+            f"after {record.duration_s:.0f}s: {output.strip()[-600:]}",
+            f"full log: {record.log_path}; a larger timeout_s or values=false may help",
+        )
+    return items
 
 
 async def read_side(raw_path: str, inp: InspectCheckpointInput, ctx: ToolContext, out_dir: Path, label: str,
                     want_hash: bool) -> Side:
-    from rootcause.tools.run import run_captured
-
     path = ctx.workspace.resolve(raw_path, must_exist=True, what=label)
     detected = detect(path, ctx.workspace)
     python = _interpreter(detected, inp, ctx)
     shown = ctx.workspace.relative(path)
     records: dict[str, dict[str, Any]] = {}
+    entries: dict[str, dict[str, Any]] = {}
     notes = list(detected.notes)
     inventory = out_dir / f"{label}.jsonl"
     with open(inventory, "w", encoding="utf-8") as merged:
         for number, (kind, files) in enumerate(detected.groups.items()):
-            out = out_dir / f"{label}.{number}.jsonl"
-            argv = [str(python), str(WORKER), "--format", kind, "--out", str(out)]
+            argv = [str(python), str(WORKER), "--format", kind]
             argv += ["--allow-pickle"] * inp.allow_pickle + ["--hash"] * want_hash + ["--no-values"] * (not inp.values)
-            record, output = await run_captured(argv + [str(f) for f in files], ctx.workspace,
-                                                timeout_s=inp.timeout_s, label=f"inspect_checkpoint {label}",
-                                                progress=ctx.progress)
-            done = False
-            if out.is_file():
-                with open(out, encoding="utf-8") as fh:
-                    for line in fh:
-                        item = json.loads(line)
-                        if item["kind"] == "error":
-                            raise _worker_error(item, shown, python)
-                        if item["kind"] == "note":
-                            notes.append(item["text"])
-                        elif item["kind"] == "done":
-                            done = True
-                        else:
-                            item["file"] = ctx.workspace.relative(Path(item["file"]))
-                            merged.write(json.dumps(item) + "\n")
-                            if item["name"] in records:
-                                notes.append(f"tensor {item['name']} appears in two shards; the first is kept")
-                                continue
-                            records[item["name"]] = item
-                            if item.get("values_error"):
-                                notes.append(f"values of {item['name']} not readable: {item['values_error']}")
-            if not done:
-                raise UsageError(
-                    f"the checkpoint reader for {shown} ended with {record.outcome} (exit {record.exit_code}, "
-                    f"{record.timed_out or 'no'} timeout) after {record.duration_s:.0f}s: {output.strip()[-600:]}",
-                    f"full log: {record.log_path}; a larger timeout_s or values=false may help",
-                )
+            items = await _run_worker(argv + [str(f) for f in files], inp, ctx, out_dir / f"{label}.{number}.jsonl",
+                                      label, shown, python)
+            for item in items:
+                if item["kind"] == "note":
+                    notes.append(item["text"])
+                    continue
+                item["file"] = ctx.workspace.relative(Path(item["file"]))
+                item.setdefault("path", fallback_path(item["name"]))
+                merged.write(json.dumps(item) + "\n")
+                into = entries if item["kind"] == "entry" else records
+                if item["name"] in into:
+                    notes.append(f"{'entry' if into is entries else 'tensor'} {item['name']} appears in two "
+                                 "shards; the first is kept")
+                    continue
+                into[item["name"]] = item
+                if item.get("values_error"):
+                    notes.append(f"values of {item['name']} not readable: {item['values_error']}")
     if detected.index_names is not None:
         absent = sorted(detected.index_names - set(records))
         if absent:
             notes.append(f"{len(absent)} tensors named in the index are in no shard: {', '.join(absent[:5])}")
     values_checked = inp.values and all("nan" in r for r in records.values())
-    return Side(path=shown, format=detected.format, records=records, notes=notes, values_checked=values_checked,
-                interpreter=str(python), inventory_path=ctx.workspace.relative(inventory))
+    return Side(path=shown, format=detected.format, records=records, entries=entries, notes=notes,
+                values_checked=values_checked, interpreter=str(python),
+                inventory_path=ctx.workspace.relative(inventory))
+
+
+def check_spec(spec: str) -> str:
+    spec = spec.strip()
+    module, _, name = spec.partition(":")
+    dotted = module.removeprefix("./").removesuffix(".py").replace("/", ".")
+    if (module.endswith(".py") or "/" in module) and TARGET_SPEC.fullmatch(f"{dotted}:{name or 'build'}"):
+        raise UsageError(f"load_into names a module, not a file: {spec[:120]!r}.",
+                         f"write it as '{dotted}:{name or 'build'}'")
+    if len(spec) > MAX_SPEC or not TARGET_SPEC.fullmatch(spec):
+        raise UsageError(f"load_into takes module:callable (e.g. 'train:build_model'), not {spec[:120]!r}.",
+                         "a dotted module importable from the root, a colon, then the function's name")
+    return spec
+
+
+async def read_target(spec: str, checkpoint_format: Format, inp: InspectCheckpointInput, ctx: ToolContext,
+                      out_dir: Path) -> Target:
+    from rootcause.tools.run.interpreters import resolve_python
+
+    python = resolve_python(ctx.workspace, inp.python)
+    flattening = "dcp" if checkpoint_format == "dcp" else "torch"
+    argv = [str(python), str(WORKER), "--format", flattening, "--target", spec, "--root", str(ctx.workspace.root)]
+    items = await _run_worker(argv, inp, ctx, out_dir / "load_into.0.jsonl", "load_into", spec, python, spec)
+    records: dict[str, dict[str, Any]] = {}
+    entries: dict[str, dict[str, Any]] = {}
+    objects: list[dict[str, Any]] = []
+    about: dict[str, Any] = {"description": "?", "single": False}
+    inventory = out_dir / "load_into.jsonl"
+    with open(inventory, "w", encoding="utf-8") as merged:
+        for item in items:
+            if item["kind"] == "object":
+                objects.append(item)
+            elif item["kind"] == "target":
+                about = item
+            elif item["kind"] in ("tensor", "entry"):
+                item.pop("file", None)
+                merged.write(json.dumps(item) + "\n")
+                (entries if item["kind"] == "entry" else records)[item["name"]] = item
+    return Target(records=records, entries=entries, objects=objects, description=about["description"],
+                  single=about["single"], interpreter=str(python), inventory_path=ctx.workspace.relative(inventory))
 
 
 # ------------------------------------------------------------------ comparing two sides
 
 
-def likely_renames(missing: list[str], unexpected: list[str], ref: Side, side: Side) -> list[Rename]:
-    """Pairs (reference key, path key) of equal shape and dtype, best name similarity and equal content first."""
+def likely_renames(missing: list[str], unexpected: list[str], ref: dict[str, dict[str, Any]],
+                   side: dict[str, dict[str, Any]], key_of: Any = None) -> list[Rename]:
+    """Pairs (reference key, path key) of equal shape and dtype, best name similarity and equal content first.
+
+    With key_of, a pair stays inside one group key: a model weight never pairs with an optimizer moment.
+    """
     from rapidfuzz import fuzz
 
-    by_kind: dict[tuple[str, tuple[int, ...]], list[str]] = {}
+    def kind(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (key_of(r) if key_of else None, r["dtype"], tuple(r["shape"]))
+
+    by_kind: dict[tuple[Any, ...], list[str]] = {}
     for name in unexpected:
-        r = side.records[name]
-        by_kind.setdefault((r["dtype"], tuple(r["shape"])), []).append(name)
-    missing_per_kind = Counter((ref.records[m]["dtype"], tuple(ref.records[m]["shape"])) for m in missing)
+        by_kind.setdefault(kind(side[name]), []).append(name)
+    missing_per_kind = Counter(kind(ref[m]) for m in missing)
     candidates: list[tuple[float, Rename]] = []
     for old in missing:
-        a = ref.records[old]
-        kind = (a["dtype"], tuple(a["shape"]))
-        pool = by_kind.get(kind, [])
+        a = ref[old]
+        pool = by_kind.get(kind(a), [])
         # The only missing and the only unexpected tensor of a shape and dtype pair up whatever their names.
-        only_pair = len(pool) == 1 and missing_per_kind[kind] == 1
+        only_pair = len(pool) == 1 and missing_per_kind[kind(a)] == 1
         for new in pool:
-            b = side.records[new]
+            b = side[new]
             similarity = fuzz.ratio(old, new) / 100
             same = a["hash"] == b["hash"] if a.get("hash") and b.get("hash") else None
             if similarity < RENAME_MIN_SIMILARITY and not same and not only_pair:
@@ -298,24 +541,245 @@ def likely_renames(missing: list[str], unexpected: list[str], ref: Side, side: S
     return chosen
 
 
-def compare(side: Side, ref: Side) -> dict[str, list[Any]]:
-    missing = sorted(set(ref.records) - set(side.records))
-    unexpected = sorted(set(side.records) - set(ref.records))
+def _mismatches(names: Sequence[str], stored: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]],
+                ) -> tuple[list[ShapeMismatch], list[DtypeMismatch]]:
     shapes, dtypes = [], []
-    for name in sorted(set(ref.records) & set(side.records)):
-        a, b = side.records[name], ref.records[name]
+    for name in sorted(names):
+        a, b = stored[name], other[name]
         if a["shape"] != b["shape"]:
             shapes.append(ShapeMismatch(name=name, shape=a["shape"], reference_shape=b["shape"]))
         if a["dtype"] != b["dtype"]:
             dtypes.append(DtypeMismatch(name=name, dtype=a["dtype"], reference_dtype=b["dtype"]))
+    return shapes, dtypes
+
+
+def compare(side: Side, ref: Side) -> dict[str, list[Any]]:
+    missing = sorted(set(ref.records) - set(side.records))
+    unexpected = sorted(set(side.records) - set(ref.records))
+    shapes, dtypes = _mismatches(set(ref.records) & set(side.records), side.records, ref.records)
+    grouper = side.grouper()
     return {"missing": missing, "unexpected": unexpected, "shape_mismatches": shapes, "dtype_mismatches": dtypes,
-            "likely_renames": likely_renames(missing, unexpected, ref, side)}
+            "likely_renames": likely_renames(missing, unexpected, ref.records, side.records,
+                                             lambda r: grouper.of(r["path"], True)[1])}
+
+
+# ------------------------------------------------------------------ a load into the project's target
+
+
+class Audit(BaseModel):
+    placed_at: str
+    missing: list[str]
+    unexpected: list[str]
+    shape_mismatches: list[ShapeMismatch]
+    dtype_mismatches: list[DtypeMismatch]
+    likely_renames: list[Rename]
+    would_raise: list[str]
+    target_paths: dict[str, list[Any]]
+    """Every placed target name's path (for its group)."""
+    target_tensors: set[str]
+
+
+def _under(path: Sequence[Any], prefix: Sequence[Any]) -> bool:
+    return len(path) >= len(prefix) and list(path[:len(prefix)]) == list(prefix)
+
+
+Placement = dict[tuple[Any, ...], tuple[Any, ...]]
+"""Target path prefix -> the checkpoint's prefix it is compared under."""
+
+
+def _placement(side: Side, target: Target, grouper: Grouper) -> Placement:
+    """Where the target's parts sit in the checkpoint.
+
+    A single model / optimizer / state dict: under the prefix with most keys in common (else the one key of its
+    own group). A dict is compared as returned, except that for a torch.save checkpoint (whose keys the project's
+    own code picks: `opt.load_state_dict(ckpt["optimizer"])`) a key the checkpoint lacks is compared under the
+    checkpoint's one key of the same group ("optim" -> "optimizer"). dcp.load uses the dict's keys as they are.
+    """
+    stored = {**side.records, **side.entries}
+    prefixes: set[tuple[Any, ...]] = set()
+    for r in stored.values():
+        path = tuple(r["path"])
+        prefixes.update(path[:depth] for depth in (1, 2) if len(path) > depth)
+
+    def group_keys(kind: str) -> set[tuple[Any, ...]]:
+        return {p for p in prefixes if len(p) == 1 and grouper.of((*p, "", ""), False)[0] == kind}
+
+    if not target.single:
+        if side.format == "dcp":
+            return {}
+        mapping: Placement = {}
+        top_stored = {str(r["path"][0]) for r in stored.values() if r["path"]}
+        top_wanted = {str(r["path"][0]) for r in [*target.records.values(), *target.entries.values()] if r["path"]}
+        for key in sorted(top_wanted - top_stored):
+            free = group_keys(grouper.of((key, "", ""), False)[0]) - set(mapping.values()) - {(k,) for k in top_wanted}
+            if len(free) == 1:
+                mapping[(key,)] = free.pop()
+        return mapping
+    wanted = [tuple(r["path"]) for r in [*target.records.values(), *target.entries.values()]]
+    names = set(stored)
+
+    def overlap(prefix: tuple[Any, ...]) -> int:
+        return sum(".".join(map(str, prefix + path)) in names for path in wanted)
+
+    best = max(sorted(prefixes, key=str), key=overlap, default=())
+    if overlap(best) > overlap(()):
+        return {(): best}
+    if overlap(()) == 0:
+        # Nothing in common anywhere (every key renamed?): the checkpoint's one key of the target's own kind.
+        keys = group_keys("optimizer" if any(o["type"] == "optimizer" for o in target.objects) else "model")
+        if len(keys) == 1:
+            return {(): keys.pop()}
+    return {}
+
+
+def _placed(path: Sequence[Any], placement: Placement) -> list[Any]:
+    for source, dest in placement.items():
+        if _under(path, source):
+            return [*dest, *path[len(source):]]
+    return list(path)
+
+
+def _describe_placement(placement: Placement) -> str:
+    def shown(p: tuple[Any, ...]) -> str:
+        return ".".join(map(str, p))
+
+    if list(placement) == [()]:
+        return shown(placement[()])
+    return ", ".join(f"{shown(a)} -> {shown(b)}" for a, b in sorted(placement.items(), key=str))
+
+
+def _optimizer_groups(stored: dict[str, dict[str, Any]], prefix: tuple[Any, ...]) -> list[int] | None:
+    """Parameter count per group of a stored optimizer state dict (param_groups.<i>.params), by position."""
+    sizes: dict[int, int] = {}
+    for r in stored.values():
+        path = r["path"]
+        if (len(path) == len(prefix) + 3 and _under(path, prefix) and path[len(prefix)] == "param_groups"
+                and path[-1] == "params" and isinstance(path[-2], int) and "len" in r):
+            sizes[path[-2]] = r["len"]
+    return [sizes[i] for i in sorted(sizes)] if sizes else None
+
+
+def audit(side: Side, target: Target) -> Audit:
+    grouper = side.grouper()
+    placement = _placement(side, target, grouper)
+    dcp = side.format == "dcp"
+
+    def placed(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        out = {}
+        for r in items.values():
+            path = _placed(r["path"], placement)
+            out[".".join(map(str, path))] = {**r, "path": path}
+        return out
+
+    t_records, t_entries = placed(target.records), placed(target.entries)
+    wanted = {**t_records, **t_entries}
+    stored = {**side.records, **side.entries}
+    would_raise: list[str] = []
+    settled: set[str] = set()  # names decided by an object's own load_state_dict rule, not by key
+    not_restored: set[str] = set()
+    missing: set[str] = set()
+    if not dcp:
+        for obj in target.objects:
+            if obj["type"] == "module":
+                continue
+            at = _placed(obj["path"], placement)
+            mine = {n for n, r in stored.items() if _under(r["path"], at)}
+            theirs = {n for n, r in wanted.items() if _under(r["path"], at)}
+            settled |= mine | theirs
+            shown = ".".join(map(str, at)) or "(top level)"
+            if not mine:
+                missing |= theirs
+                continue
+            if obj["type"] == "optimizer":
+                saved = _optimizer_groups(stored, tuple(at))
+                if saved != obj["group_sizes"]:
+                    held = "no param_groups" if saved is None else f"parameter groups of {saved} parameters"
+                    would_raise.append(f"{shown}: {obj['class']}.load_state_dict raises ValueError: the checkpoint "
+                                       f"holds {held}, the target's groups hold {obj['group_sizes']}")
+                    not_restored |= mine
+    rest_stored = set(stored) - settled
+    rest_wanted = set(wanted) - settled
+    missing |= rest_wanted - rest_stored
+    not_restored |= rest_stored - rest_wanted
+    common = (rest_stored & rest_wanted) & set(side.records) & set(t_records)
+    shapes, dtypes = _mismatches(common, side.records, t_records)
+    missing_list, unexpected_list = sorted(missing), sorted(not_restored)
+    if missing and dcp:
+        would_raise.append(f"dcp.load raises on the {len(missing)} missing keys (\"Missing key in checkpoint "
+                           "state_dict\") unless its planner allows a partial load")
+    if shapes:
+        loader = "dcp.load" if dcp else "load_state_dict (even with strict=False)"
+        would_raise.append(f"{loader} raises on the {len(shapes)} shape mismatches (size mismatch for "
+                           f"{shapes[0].name})")
+    renames = likely_renames([n for n in missing_list if n in t_records],
+                             [n for n in unexpected_list if n in side.records], t_records, side.records,
+                             lambda r: grouper.of(r["path"], True)[1])
+    return Audit(placed_at=_describe_placement(placement), missing=missing_list, unexpected=unexpected_list,
+                 shape_mismatches=shapes, dtype_mismatches=dtypes, likely_renames=renames, would_raise=would_raise,
+                 target_paths={n: r["path"] for n, r in wanted.items()}, target_tensors=set(t_records))
+
+
+# ------------------------------------------------------------------ groups
+
+
+def groups_of(side: Side, found: Audit | None) -> list[CheckpointGroup]:
+    """The per-group table; with an audit, what each group loses and lacks (tensors named first)."""
+    grouper = side.grouper()
+    rows: dict[str, dict[str, Any]] = {}
+    name_groups: dict[str, str] = {}
+    examples: dict[str, dict[str, list[str]]] = {}
+
+    def row(group: str) -> dict[str, Any]:
+        return rows.setdefault(group, {"keys": [], "tensors": 0, "parameters": 0, "bytes": 0, "dtypes": Counter(),
+                                       "entries": 0, "not_restored": 0, "not_restored_tensors": 0,
+                                       "not_restored_bytes": 0, "missing": 0})
+
+    for tensor, items in ((True, side.records), (False, side.entries)):
+        for name, r in items.items():
+            group, key = grouper.of(r["path"], tensor)
+            name_groups[name] = group
+            g = row(group)
+            if key not in g["keys"]:
+                g["keys"].append(key)
+            if tensor:
+                g["tensors"] += 1
+                g["parameters"] += r["numel"]
+                g["bytes"] += r.get("nbytes", 0)
+                g["dtypes"][r["dtype"]] += 1
+            else:
+                g["entries"] += 1
+    if found is not None:
+        for name in sorted(found.unexpected, key=lambda n: (n not in side.records, n)):
+            group = name_groups[name]
+            g = row(group)
+            g["not_restored"] += 1
+            if name in side.records:
+                g["not_restored_tensors"] += 1
+                g["not_restored_bytes"] += side.records[name].get("nbytes", 0)
+            examples.setdefault(group, {}).setdefault("not_restored", []).append(name)
+        for name in sorted(found.missing, key=lambda n: (n not in found.target_tensors, n)):
+            group, _ = grouper.of(found.target_paths[name], name in found.target_tensors)
+            row(group)["missing"] += 1
+            examples.setdefault(group, {}).setdefault("missing", []).append(name)
+    order = group_order()
+    audited = found is not None
+    out = []
+    for group in sorted(rows, key=lambda g: (order.index(g) if g in order else len(order), g)):
+        g = rows[group]
+        extra = {k: g[k] if audited else None for k in ("not_restored", "not_restored_tensors", "not_restored_bytes",
+                                                        "missing")}
+        shown = {k: v[:5] for k, v in examples.get(group, {}).items()}
+        out.append(CheckpointGroup(group=group, keys=sorted(g["keys"])[:20], tensors=g["tensors"],
+                                   parameters=g["parameters"], bytes=g["bytes"], dtypes=dict(g["dtypes"]),
+                                   entries=g["entries"], examples=shown, **extra))
+    return out
 
 
 # ------------------------------------------------------------------ the tool
 
 
 async def inspect_checkpoint(inp: InspectCheckpointInput, ctx: ToolContext) -> InspectCheckpointResult:
+    import anyio
     from rootcause.tools.run import new_run_id
 
     store = None
@@ -324,44 +788,62 @@ async def inspect_checkpoint(inp: InspectCheckpointInput, ctx: ToolContext) -> I
 
         store = SessionStore(ctx.workspace)
         store.load(inp.session_id)
-    # Resolve both paths before running anything, so a bad compare_to fails fast.
-    ctx.workspace.resolve(inp.path, must_exist=True, what="path")
+    if inp.compare_to and inp.load_into:
+        raise UsageError("compare_to and load_into each name what path is compared with: give one of them.",
+                         "compare_to for another checkpoint, load_into for the project's own model / optimizer; "
+                         "call the tool twice for both")
+    spec = check_spec(inp.load_into) if inp.load_into is not None else None
+    # Resolve both paths and the format before running anything, so a bad argument fails fast.
+    checkpoint = ctx.workspace.resolve(inp.path, must_exist=True, what="path")
     if inp.compare_to:
         ctx.workspace.resolve(inp.compare_to, must_exist=True, what="compare_to")
+    checkpoint_format = detect(checkpoint, ctx.workspace).format if spec else None
     out_dir = ctx.workspace.state_dir("numerics", "checkpoint-" + new_run_id())
     want_hash = inp.values and inp.compare_to is not None
-    if inp.compare_to:
-        import anyio
+    read: dict[str, Any] = {}
+    failures: list[Exception] = []
 
-        sides: dict[str, Side] = {}
-        failures: list[Exception] = []
+    async def run(label: str, job: Any) -> None:
+        try:
+            read[label] = await job
+        except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
+            failures.append(exc)
+            group.cancel_scope.cancel()
 
-        async def read(raw: str, label: str) -> None:
-            try:
-                sides[label] = await read_side(raw, inp, ctx, out_dir, label, want_hash)
-            except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
-                failures.append(exc)
-                group.cancel_scope.cancel()
-
-        # Both checkpoints are read at once (two workers): the wall time of one torch start-up, not two.
-        async with anyio.create_task_group() as group:
-            group.start_soon(read, inp.path, "path")
-            group.start_soon(read, inp.compare_to, "compare_to")
-        if failures:
-            raise failures[0]
-        side = sides["path"]
-    else:
-        side = await read_side(inp.path, inp, ctx, out_dir, "path", want_hash)
+    # Both sides are read at once (two workers): the wall time of one torch start-up, not two.
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, "path", read_side(inp.path, inp, ctx, out_dir, "path", want_hash))
+        if inp.compare_to:
+            group.start_soon(run, "compare_to", read_side(inp.compare_to, inp, ctx, out_dir, "compare_to", want_hash))
+        if spec and checkpoint_format:
+            group.start_soon(run, "load_into", read_target(spec, checkpoint_format, inp, ctx, out_dir))
+    if failures:
+        raise failures[0]
+    side: Side = read["path"]
     nonfinite = nonfinite_of(side)
     summary = side.summary()
     lists: dict[str, list[Any]] = {"nonfinite": nonfinite}
     ref_summary = None
     notes = list(side.notes)
+    found: Audit | None = None
+    target_summary = None
     if inp.compare_to:
-        ref = sides["compare_to"]
+        ref = read["compare_to"]
         ref_summary = ref.summary()
         notes += [f"compare_to: {n}" for n in ref.notes]
         lists.update(compare(side, ref))
+    if spec:
+        target: Target = read["load_into"]
+        found = audit(side, target)
+        lists.update({k: getattr(found, k) for k in ("missing", "unexpected", "shape_mismatches",
+                                                     "dtype_mismatches", "likely_renames")})
+        target_summary = LoadTarget(
+            spec=spec, description=target.description, placed_at=found.placed_at,
+            semantics=DCP_SEMANTICS if side.format == "dcp" else STATE_DICT_SEMANTICS,
+            tensors=len(target.records), entries=len(target.entries), not_restored=len(found.unexpected),
+            missing=len(found.missing), would_raise=found.would_raise, interpreter=target.interpreter,
+            inventory_path=target.inventory_path)
+    groups = groups_of(side, found)
     counts = {key: len(items) for key, items in lists.items()}
     full_list_path = None
     if any(n > LIST_LIMIT for n in counts.values()):
@@ -372,9 +854,10 @@ async def inspect_checkpoint(inp: InspectCheckpointInput, ctx: ToolContext) -> I
     capped = {key: items[:LIST_LIMIT] for key, items in lists.items()}
     result = InspectCheckpointResult(
         path=side.path, format=side.format, tensors=summary.tensors, parameters=summary.parameters,
-        bytes=summary.bytes, dtypes=summary.dtypes, values_checked=side.values_checked,
-        nonfinite_tensors=len(nonfinite), compare_to=ref_summary, counts=counts, full_list_path=full_list_path,
-        inventory_path=side.inventory_path, interpreter=side.interpreter, notes=notes, **capped,
+        bytes=summary.bytes, dtypes=summary.dtypes, entries=len(side.entries), groups=groups,
+        values_checked=side.values_checked, nonfinite_tensors=len(nonfinite), compare_to=ref_summary,
+        load_into=target_summary, counts=counts, full_list_path=full_list_path, inventory_path=side.inventory_path,
+        interpreter=side.interpreter, notes=notes, **capped,
     )
     if store is not None and inp.session_id:
         from rootcause.tools.record.findings import CheckpointEvidence, dump
@@ -385,6 +868,9 @@ async def inspect_checkpoint(inp: InspectCheckpointInput, ctx: ToolContext) -> I
             "nonfinite": [n.name for n in nonfinite[:20]],
             "likely_renames": [r.model_dump(by_alias=True, include={"from_", "to"})
                                for r in result.likely_renames[:20]],
+            "load_into": spec,
+            "groups": [g.model_dump(include={"group", "keys", "tensors", "entries", "not_restored", "missing"})
+                       for g in groups],
         })
         store.record(inp.session_id, "inspect_checkpoint", evidence.render(), dump(evidence), phase=None)
     return result

@@ -6,11 +6,16 @@ environment) and only the standard library at module level, so the server can im
 imported lazily and only when a file needs them.
 
 Usage: python _ckpt_worker.py --format F --out OUT.jsonl [--allow-pickle] [--hash] [--no-values] FILE...
+       python _ckpt_worker.py --format F --out OUT.jsonl --target MODULE:CALLABLE --root ROOT
 
-OUT gets one JSON object per line: {"kind": "tensor", name, dtype, shape, numel, nbytes,
-nan, posinf, neginf, hash, file}, {"kind": "note", "text"}, and finally {"kind": "done"} or
-{"kind": "error", "error": CODE, "message"} (exit code 3). Memory stays bounded: one tensor
-at a time, values scanned in chunks.
+OUT gets one JSON object per line: {"kind": "tensor", name, path, dtype, shape, numel, nbytes,
+nan, posinf, neginf, hash, file}, {"kind": "entry", name, path, type, len, file} for a value that
+is not a tensor, {"kind": "note", "text"}, and finally {"kind": "done"} or
+{"kind": "error", "error": CODE, "message"} (exit code 3). `path` is the entry's place in the
+nested checkpoint (absent when the checkpoint does not record it). Memory stays bounded: one
+tensor at a time, values scanned in chunks. With --target, the records describe what the
+callable returns as the load sees it (F: the checkpoint's format), then {"kind": "object", path,
+type, class, group_sizes} per stateful object and {"kind": "target", description, single}.
 """
 
 from __future__ import annotations
@@ -170,7 +175,8 @@ def scan_safetensors(path: str, values: bool, want_hash: bool) -> Iterator[dict[
         dtype = ST_DTYPES.get(st_dtype, (0, st_dtype.lower()))[1]
         shape = list(info.get("shape", []))
         begin, end = info.get("data_offsets", [0, 0])
-        record = {"name": name, "dtype": dtype, "shape": shape, "numel": _numel(shape), "nbytes": end - begin}
+        record = {"name": name, "path": [name], "dtype": dtype, "shape": shape, "numel": _numel(shape),
+                  "nbytes": end - begin}
         if can_scan:
             record.update(scan_bytes(_file_chunks(path, data_start + begin, end - begin), dtype, want_hash))
         elif torch_fallback:
@@ -230,18 +236,47 @@ def _scan_torch_tensor(t: Any, want_hash: bool) -> dict[str, Any]:
     return {"nan": counts[0], "posinf": counts[1], "neginf": counts[2], "hash": None}
 
 
-def _flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    """Tensors of a nested checkpoint (dicts / lists of state dicts) under dotted names."""
+def _holds_state(value: Any) -> bool:
+    """A list or tuple is walked into when it holds a tensor or a container (DCP's rule for lists)."""
+    import torch
+
+    return any(isinstance(v, (torch.Tensor, dict)) or (isinstance(v, (list, tuple)) and _holds_state(v))
+               for v in value)
+
+
+def _flatten(obj: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """Every leaf of a nested checkpoint (dicts / lists of state dicts): tensors and the other values, by path."""
     import torch
 
     if isinstance(obj, torch.Tensor):
-        yield prefix, obj
+        yield path, obj
     elif isinstance(obj, dict):
         for key, value in obj.items():
-            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(obj, (list, tuple)):
+            yield from _flatten(value, (*path, str(key)))
+    elif isinstance(obj, (list, tuple)) and _holds_state(obj):
         for i, value in enumerate(obj):
-            yield from _flatten(value, f"{prefix}.{i}" if prefix else str(i))
+            yield from _flatten(value, (*path, i))
+    elif path:
+        yield path, obj
+
+
+def _name(path: tuple[Any, ...]) -> str:
+    return ".".join(map(str, path))
+
+
+def _tensor_record(path: tuple[Any, ...], tensor: Any) -> dict[str, Any]:
+    shape = [int(d) for d in tensor.shape]  # a DTensor's global shape
+    numel = _numel(shape)
+    return {"name": _name(path), "path": list(path), "dtype": _torch_dtype_name(tensor), "shape": shape,
+            "numel": numel, "nbytes": numel * tensor.element_size()}
+
+
+def _entry_record(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    """A non-tensor leaf (a step count, an lr, a config): its type, and its length when it has one."""
+    record: dict[str, Any] = {"kind": "entry", "name": _name(path), "path": list(path), "type": type(value).__name__}
+    if isinstance(value, (list, tuple, dict, str, bytes)):
+        record["len"] = len(value)
+    return record
 
 
 def _import_torch() -> Any:
@@ -279,11 +314,13 @@ def scan_torch_save(path: str, values: bool, want_hash: bool, allow_pickle: bool
         raise WorkerError("load_failed", f"{type(exc).__name__}: {exc}"[:800]) from None
     if hasattr(obj, "state_dict") and not isinstance(obj, dict):
         obj = obj.state_dict()  # a pickled nn.Module, only reachable with allow_pickle
-    for name, tensor in _flatten(obj):
-        record = {"name": name, "dtype": _torch_dtype_name(tensor), "shape": list(tensor.shape),
-                  "numel": tensor.numel(), "nbytes": tensor.numel() * tensor.element_size()}
+    for path, value in _flatten(obj):
+        if not isinstance(value, torch.Tensor):
+            yield _entry_record(path, value)
+            continue
+        record = _tensor_record(path, value)
         if values:
-            record.update(_scan_torch_tensor(tensor, want_hash))
+            record.update(_scan_torch_tensor(value, want_hash))
         yield record
 
 
@@ -298,19 +335,26 @@ def scan_dcp(path: str, values: bool, want_hash: bool) -> Iterator[dict[str, Any
         metadata = dcp.FileSystemReader(path).read_metadata()
     except Exception as exc:
         raise WorkerError("load_failed", f"cannot read DCP metadata: {type(exc).__name__}: {exc}"[:800]) from None
+    # planner_data is the flattening's {name: path} (dcp.save's default planner): the nesting before the dots
+    paths = metadata.planner_data if isinstance(metadata.planner_data, dict) else {}
     entries = []
     for name, meta in metadata.state_dict_metadata.items():
         if isinstance(meta, TensorStorageMetadata):
             entries.append((name, meta.properties.dtype, list(meta.size)))
-    skipped = len(metadata.state_dict_metadata) - len(entries)
-    if skipped:
-        yield {"kind": "note", "text": f"{skipped} non-tensor entries (bytes) in the DCP metadata were skipped"}
+        else:
+            record: dict[str, Any] = {"kind": "entry", "name": name, "type": "bytes"}
+            if isinstance(paths.get(name), tuple):
+                record["path"] = list(paths[name])
+            yield record
 
     def describe(name: str, dtype: Any, shape: list[int]) -> dict[str, Any]:
         numel = _numel(shape)
         size = numel * torch.empty((), dtype=dtype).element_size()
-        return {"name": name, "dtype": str(dtype).removeprefix("torch."), "shape": shape, "numel": numel,
-                "nbytes": size}
+        record = {"name": name, "dtype": str(dtype).removeprefix("torch."), "shape": shape, "numel": numel,
+                  "nbytes": size}
+        if isinstance(paths.get(name), tuple):
+            record["path"] = list(paths[name])
+        return record
 
     if not values:
         for entry in entries:
@@ -343,6 +387,147 @@ def scan_dcp(path: str, values: bool, want_hash: bool) -> Iterator[dict[str, Any
         yield from flush()
 
 
+# ------------------------------------------------------------------ the target a checkpoint is loaded into
+
+
+def _describe_exception(exc: BaseException, root: str) -> str:
+    """`Type: message (at file:line in function)`, the innermost frame of the project's own code."""
+    import traceback
+
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+    here = Path(__file__).resolve()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).is_file()
+              and Path(f.filename).resolve() != here and Path(f.filename).resolve().is_relative_to(Path(root))]
+    if frames:
+        frame = frames[-1]
+        text += f" (at {Path(frame.filename).resolve().relative_to(Path(root))}:{frame.lineno} in {frame.name})"
+    return text
+
+
+def call_target(spec: str, root: str) -> Any:
+    """Import `module:callable` with the project's root first on sys.path and call it without arguments."""
+    import importlib
+
+    here = Path(__file__).resolve().parent
+    # The script's own folder (rootcause's numerics) must not shadow the project's modules.
+    sys.path[:] = [root] + [p for p in sys.path if p and Path(p).resolve() != here]
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # SystemExit or any error of the project's import-time code
+        raise WorkerError("target_import", _describe_exception(exc, root)) from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            where = getattr(module, "__file__", None) or module_name
+            raise WorkerError("target_missing", f"{module_name} ({where}) has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise WorkerError("target_not_callable", f"{spec} is a {type(obj).__name__}, not something to call")
+    try:
+        return obj()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise WorkerError("target_raised", _describe_exception(exc, root)) from None
+
+
+def _is_stateful(value: Any) -> bool:
+    """torch.distributed.checkpoint's Stateful: an object with state_dict() and load_state_dict()."""
+    return callable(getattr(value, "state_dict", None)) and callable(getattr(value, "load_state_dict", None))
+
+
+def _object_info(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {"kind": "object", "path": list(path), "class": type(value).__name__}
+    if isinstance(value, torch.nn.Module):
+        info["type"] = "module"
+    elif isinstance(value, torch.optim.Optimizer):
+        info["type"] = "optimizer"
+        info["group_sizes"] = [len(group["params"]) for group in value.param_groups]
+    else:
+        info["type"] = "stateful"
+    return info
+
+
+_KIND_WORDS = {"module": "nn.Module", "optimizer": "optimizer", "stateful": "Stateful"}
+
+
+def _state_of(value: Any, label: str, bare_module_for_dcp: bool, root: str) -> Any:
+    try:
+        if bare_module_for_dcp:
+            from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+            return get_model_state_dict(value)
+        return value.state_dict()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise WorkerError("target_raised", f"{label}.state_dict() raised {_describe_exception(exc, root)}") from None
+
+
+def _flatten_for_dcp(state: Any) -> list[tuple[tuple[Any, ...], Any]]:
+    """Leaves as dcp.load names them: torch's own flattening when this torch has it."""
+    try:
+        from torch.distributed.checkpoint._nested_dict import flatten_state_dict
+    except ImportError:
+        return list(_flatten(state))
+    flat, mapping = flatten_state_dict(state)
+    return [(tuple(mapping[name]), value) for name, value in flat.items()]
+
+
+def scan_target(spec: str, root: str, checkpoint_format: str) -> Iterator[dict[str, Any]]:
+    """What the project's code would load into, as the load sees it.
+
+    dcp.load calls state_dict() on every Stateful value of the dict it gets (an nn.Module, an optimizer, an
+    AppState); load_state_dict reads the module's own state_dict(); a bare nn.Module audited against a DCP
+    checkpoint is read through get_model_state_dict, torch's state dict for distributed checkpoints.
+    """
+    torch = _import_torch()
+    target = call_target(spec, root)
+    dcp = checkpoint_format == "dcp"
+    objects: list[dict[str, Any]] = []
+    if isinstance(target, dict):
+        state: Any = {}
+        for key, value in target.items():
+            if _is_stateful(value) and not isinstance(value, torch.Tensor):
+                objects.append(_object_info((str(key),), value))
+                state[key] = _state_of(value, f"{key} ({type(value).__name__})", False, root)
+            else:
+                state[key] = value
+    elif _is_stateful(target):
+        objects.append(_object_info((), target))
+        state = _state_of(target, type(target).__name__, dcp and isinstance(target, torch.nn.Module), root)
+    else:
+        raise WorkerError("target_unloadable", f"returned {type(target).__module__}.{type(target).__qualname__}"
+                                               f"{'' if target is None else ' ' + repr(target)[:80]}")
+    leaves = _flatten_for_dcp(state) if dcp else list(_flatten(state))
+    if not leaves and not objects:
+        raise WorkerError("target_unloadable", f"returned an empty {type(target).__name__}")
+    tensors = 0
+    for path, value in leaves:
+        if isinstance(value, torch.Tensor):
+            tensors += 1
+            yield _tensor_record(path, value)
+        else:
+            yield _entry_record(path, value)
+    single = not isinstance(target, dict) or (not objects and tensors == len(leaves)
+                                              and all(len(path) == 1 for path, _ in leaves))
+    if isinstance(target, dict) and objects:
+        parts = [f"{o['path'][0]} {o['class']} ({_KIND_WORDS[o['type']]})" for o in objects[:6]]
+        plain = len(target) - len(objects)
+        description = f"dict of {len(target)}: {', '.join(parts)}" + (f" and {plain} more" if plain else "")
+    elif isinstance(target, dict):
+        description = f"dict of {len(target)} keys ({tensors} tensors)"
+    else:
+        description = f"{type(target).__name__} ({_KIND_WORDS[objects[0]['type']]})"
+    yield from objects
+    yield {"kind": "target", "description": description, "single": single}
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -353,7 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-pickle", action="store_true")
     parser.add_argument("--hash", action="store_true")
     parser.add_argument("--no-values", action="store_true")
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("--target", help="module:callable returning what the project loads the checkpoint into")
+    parser.add_argument("--root", help="the project's root, first on sys.path for --target")
+    parser.add_argument("files", nargs="*")
     args = parser.parse_args(argv)
     values = not args.no_values
     with open(args.out, "w", encoding="utf-8") as out:
@@ -362,8 +549,10 @@ def main(argv: list[str] | None = None) -> int:
             out.write(json.dumps(obj, allow_nan=False) + "\n")
 
         try:
-            for path in args.files:
-                if args.format == "safetensors":
+            for path in [args.root] if args.target else args.files:
+                if args.target:
+                    records = scan_target(args.target, args.root, args.format)
+                elif args.format == "safetensors":
                     records = scan_safetensors(path, values, args.hash)
                 elif args.format == "torch":
                     records = scan_torch_save(path, values, args.hash, args.allow_pickle)
@@ -371,8 +560,11 @@ def main(argv: list[str] | None = None) -> int:
                     records = scan_dcp(path, values, args.hash)
                 count = 0
                 for record in records:
-                    if record.get("kind") == "note":
+                    if record.get("kind") in ("note", "target", "object"):
                         emit(record)
+                        continue
+                    if record.get("kind") == "entry":
+                        emit({"file": path, **record})
                         continue
                     count += 1
                     emit({"kind": "tensor", "file": path, **record})

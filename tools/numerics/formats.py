@@ -1,12 +1,17 @@
-"""Which checkpoint format a path holds, decided from its layout and first bytes (no torch)."""
+"""Which checkpoint format a path holds, decided from its layout and first bytes (no torch); which part of a
+training checkpoint (model, optimizer, scheduler, ...) each of its keys holds."""
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+import yaml
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.numerics._ckpt_worker import looks_like_safetensors
@@ -103,3 +108,69 @@ def detect(path: Path, workspace: Workspace) -> Detected:
             "pass a .safetensors / torch.save file, a DCP directory or an *.index.json",
         )
     return Detected("safetensors" if kind == "safetensors" else "torch", {kind: [path]})
+
+
+# ------------------------------------------------------------------ groups (rules in checkpoint_groups.yaml)
+
+TOP_LEVEL_KEY = ""
+"""The key of tensors stored directly at the top level: a plain state dict."""
+
+
+@cache
+def _group_rules() -> dict[str, Any]:
+    return yaml.safe_load(Path(__file__).with_name("checkpoint_groups.yaml").read_text(encoding="utf-8"))
+
+
+def group_order() -> list[str]:
+    return list(_group_rules()["shown_in_order"])
+
+
+def _exact(key: str) -> str | None:
+    lowered = key.lower()
+    return next((g["name"] for g in _group_rules()["groups"] if lowered in g["keywords"]), None)
+
+
+def _match(key: str) -> str | None:
+    """The group whose keyword is the whole key, else the first group (in the file's order) naming one of its words."""
+    found = _exact(key)
+    if found:
+        return found
+    words = set(re.split(r"[^a-z0-9]+", key.lower()))
+    return next((g["name"] for g in _group_rules()["groups"] if words & set(g["keywords"])), None)
+
+
+@dataclass(frozen=True)
+class Grouper:
+    """(group, key) of every entry of one checkpoint: the same answer for its entries and for a target's."""
+
+    whole: str | None = None
+
+    @classmethod
+    def for_top_keys(cls, top_keys: set[str]) -> Grouper:
+        rules = _group_rules()
+        return cls(next((w["group"] for w in rules.get("whole", []) if set(w["keys"]) == top_keys), None))
+
+    def of(self, path: Sequence[str | int], tensor: bool) -> tuple[str, str]:
+        rules = _group_rules()
+        if self.whole:
+            return self.whole, TOP_LEVEL_KEY
+        if not path:
+            return rules["top_level"], TOP_LEVEL_KEY
+        first = str(path[0])
+        if len(path) == 1 and tensor:  # "fc1.weight" of a plain state dict; "rng" is still extra
+            found = _exact(first)
+            return (found, first) if found else (rules["top_level"], TOP_LEVEL_KEY)
+        found = _match(first)
+        if found:
+            return found, first
+        if len(path) > 2:
+            second = _match(str(path[1]))
+            if second:
+                return second, f"{first}.{path[1]}"
+        return rules["unknown"], first
+
+
+def fallback_path(name: str) -> list[str]:
+    """A path for a flattened name whose structure was not recorded (a DCP checkpoint without planner data)."""
+    first, _, rest = name.partition(".")
+    return [first, rest] if rest and _match(first) else [name]
