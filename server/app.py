@@ -4,6 +4,8 @@ The low-level server leaves arguments to us: server/invoke.py validates them wit
 and answers in our words, and every error goes back verbatim as an isError result (the SDK's tool layer
 would prefix "Error executing tool ..." and retell pydantic). Tool schemas come from the cache
 (server/schemas.py), so listing the tools imports no engine; an engine is imported on its first call.
+Request parameters the SDK itself refuses (`arguments` as a list) are explained too, a line on stdin
+that is no JSON-RPC message gets its JSON-RPC error, and a client that vanishes ends the server quietly.
 """
 
 from __future__ import annotations
@@ -17,14 +19,19 @@ from typing import Any
 import anyio
 from mcp import MCPError, UriTemplate, stdio_server
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.message import SessionMessage
 from mcp.types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
     CallToolRequestParams,
     CallToolResult,
+    ErrorData,
     GetPromptRequestParams,
     GetPromptResult,
     ImageContent,
+    JSONRPCError,
     ListPromptsResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
@@ -42,9 +49,10 @@ from mcp.types import (
     Tool,
     ToolAnnotations,
 )
+from pydantic import ValidationError
 from rootcause import prompts
 from rootcause.server.catalog import INSTRUCTIONS, PROMPTS, RESOURCES, TOOLS, ResourceSpec, ToolSpec, _attr
-from rootcause.server.invoke import call_engine
+from rootcause.server.invoke import ArgumentShapeError, prepare, run_engine
 from rootcause.tools.core import redact
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
@@ -59,21 +67,82 @@ def build_server(root: str | Path = ".") -> Server:
 
     schemas = tool_schemas()
     handlers = Handlers(Workspace(Path(root)), schemas["tools"])
-    return Server(
+    server = Server(
         "rootcause", version=_own_version(), instructions=INSTRUCTIONS + glossary(schemas["shared"]),
         on_list_tools=handlers.list_tools, on_call_tool=handlers.call_tool,
         on_list_prompts=handlers.list_prompts, on_get_prompt=handlers.get_prompt,
         on_list_resources=handlers.list_resources, on_list_resource_templates=handlers.list_resource_templates,
         on_read_resource=handlers.read_resource,
     )
+    server.middleware.append(explain_bad_params)
+    return server
+
+
+async def explain_bad_params(ctx: ServerRequestContext, call_next: Any) -> Any:
+    """Request parameters the SDK refuses ("Invalid request parameters", no detail) are named and explained."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:
+        raise MCPError(code=INVALID_PARAMS, message=params_message(ctx.method, exc)) from None
+
+
+_TAKES = {"dict_type": "an object", "model_type": "an object", "string_type": "a string", "list_type": "a list",
+          "int_type": "an integer", "bool_type": "true or false", "float_type": "a number"}
+
+
+def params_message(method: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = [str(p) for p in err["loc"]]
+        where = ".".join(loc[1:] if loc[:1] == ["params"] and len(loc) > 1 else loc) or "params"
+        given = err.get("input")
+        kind = {dict: "an object", list: "a list", str: "a string", bool: "true or false", type(None): "null",
+                int: "a number", float: "a number"}.get(type(given), type(given).__name__)
+        if err["type"] == "missing":
+            parts.append(f"{where} is required.")
+        elif where == "arguments":
+            parts.append(f"arguments must be an object of argument names and values (e.g. {{\"command\": "
+                         f"\"pytest -x\"}}), not {kind}.")
+        else:
+            parts.append(f"{where} must be {_TAKES.get(err['type'], 'another value')}, not {kind}.")
+    return f"{method}: " + " ".join(parts)
 
 
 def serve_stdio(app: Server) -> None:
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await app.run(read_stream, write_stream, app.create_initialization_options())
+            messages, received = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            async with anyio.create_task_group() as group:
+                group.start_soon(_answer_unreadable_lines, read_stream, messages, write_stream.clone())
+                await app.run(received, write_stream, app.create_initialization_options())
 
-    anyio.run(run)
+    try:
+        anyio.run(run)
+    except* (BrokenPipeError, ConnectionResetError):
+        # The client went away (killed, or closed its end) while we still had something to say: its runs
+        # were torn down as the handlers were cancelled; there is no one left to tell.
+        log.debug("the client closed the connection")
+
+
+async def _answer_unreadable_lines(lines: Any, messages: Any, replies: Any) -> None:
+    """Pass messages on; a line that is no JSON (or no JSON-RPC message) gets its JSON-RPC error right away.
+
+    The stdio transport hands the server such a line as an exception, which the SDK only logs: the client
+    would wait for an answer that never comes. The id cannot be read from it, so the error's id is null.
+    """
+    async with lines, messages, replies:
+        async for item in lines:
+            if not isinstance(item, Exception):
+                await messages.send(item)
+                continue
+            errors = item.errors() if isinstance(item, ValidationError) else []
+            if any(err["type"] == "json_invalid" for err in errors):
+                error = ErrorData(code=PARSE_ERROR, message="Parse error: the line is not JSON; send one "
+                                                            "JSON-RPC message per line.")
+            else:
+                error = ErrorData(code=INVALID_REQUEST, message="Invalid request: the line is JSON but not a "
+                                                                "JSON-RPC 2.0 request, notification or response.")
+            await replies.send(SessionMessage(JSONRPCError(jsonrpc="2.0", id=None, error=error)))
 
 
 def _own_version() -> str:
@@ -171,11 +240,20 @@ class Handlers:
 
 
 def _tool(spec: ToolSpec, schemas: dict[str, Any]) -> Tool:
-    hints = spec.hints
     return Tool(name=spec.name, description=spec.description, input_schema=schemas["input"],
-                output_schema=schemas["output"],
-                annotations=ToolAnnotations(read_only_hint=hints.read_only, destructive_hint=hints.destructive,
-                                            idempotent_hint=hints.idempotent, open_world_hint=hints.open_world))
+                output_schema=schemas["output"], annotations=annotations(spec))
+
+
+def annotations(spec: ToolSpec) -> ToolAnnotations:
+    """The catalog's derived hints, as MCP reads them: readOnlyHint always; the others where they say more than
+    MCP's defaults (destructive, not idempotent, open world: what a client assumes of a tool that states nothing)
+    and mean something (destructive and idempotent only for a tool that is not read-only)."""
+    hints = spec.hints
+    changes = not hints.read_only
+    return ToolAnnotations(read_only_hint=hints.read_only,
+                           destructive_hint=False if changes and not hints.destructive else None,
+                           idempotent_hint=True if changes and hints.idempotent else None,
+                           open_world_hint=False if not hints.open_world else None)
 
 
 def _progress(ctx: ServerRequestContext):
@@ -201,23 +279,40 @@ async def _call(spec: ToolSpec, arguments: dict[str, Any], ctx: ToolContext) -> 
 
     A child's output or a pasted log may carry tokens (tools/core/redact.py); the files on disk stay verbatim.
     """
-    redactor = redact.for_call(arguments)
     try:
-        result = await call_engine(spec, arguments, ctx)
+        engine, inp = await prepare(spec, arguments)
+    except ArgumentShapeError as exc:  # names and lengths, no value: the server's own secrets are all to hide
+        return _error(await anyio.to_thread.run_sync(redact.redact_text, str(exc)))
     except UsageError as exc:
-        return _error(redactor.text(str(exc)))
+        return _error(await anyio.to_thread.run_sync(redact.redact_text, str(exc), arguments))
     except Exception as exc:
-        log.exception("tool %s failed", spec.name)
-        return _error(redactor.text(
-            f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
-            "Processes it started were stopped; please report this with the arguments used."
-        ))
-    content: list[TextContent | ImageContent] = [
-        TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))
-    ]
-    content.extend(_image(path) for path in result.images())
-    return CallToolResult(content=content,
-                          structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)))
+        return await _internal(spec, exc, redact.for_call(None))
+    # Redaction scans every string of the arguments (now within their limits) and of the result: in a worker
+    # thread, like validation. The call's secrets are remembered before it runs, for its logs read meanwhile.
+    redactor = await anyio.to_thread.run_sync(redact.for_call, arguments)
+    try:
+        result = await run_engine(engine, inp, ctx)
+    except UsageError as exc:
+        return _error(await anyio.to_thread.run_sync(redactor.text, str(exc)))
+    except Exception as exc:
+        return await _internal(spec, exc, redactor)
+
+    def render() -> CallToolResult:
+        content: list[TextContent | ImageContent] = [
+            TextContent(type="text", text=redactor.text(bounded(result.summary(), MAX_RESULT_CHARS // 2)))
+        ]
+        content.extend(_image(path) for path in result.images())
+        return CallToolResult(content=content,
+                              structured_content=redactor.data(result.model_dump(mode="json", by_alias=True)))
+
+    return await anyio.to_thread.run_sync(render)
+
+
+async def _internal(spec: ToolSpec, exc: Exception, redactor: redact.Redactor) -> CallToolResult:
+    log.exception("tool %s failed", spec.name, exc_info=exc)
+    return _error(await anyio.to_thread.run_sync(redactor.text, (
+        f"rootcause internal error in {spec.name}: {type(exc).__name__}: {exc}. "
+        "Processes it started were stopped; please report this with the arguments used.")))
 
 
 def _image(path: Path) -> ImageContent:

@@ -14,13 +14,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Hints:
-    """MCP tool annotations, as the tool truly behaves.
-
-    read_only: changes nothing but rootcause's own bookkeeping under .rootcause/ (session evidence).
-    destructive: runs the caller's command, which may change anything the command touches.
-    idempotent: a second identical call adds nothing (capture_knowledge skips a duplicate entry).
-    open_world: reaches outside the machine (the package index, through uv).
-    """
+    """MCP tool annotations. Never written by hand: `Effects.hints` derives them from what the engine can do."""
 
     read_only: bool = False
     destructive: bool = False
@@ -28,9 +22,32 @@ class Hints:
     open_world: bool = False
 
 
-READS = Hints(read_only=True, idempotent=True)
-RUNS_COMMAND = Hints(destructive=True)
-BISECTS = Hints(destructive=True, open_world=True)
+@dataclass(frozen=True)
+class Effects:
+    """What a tool's engine can do, checked against its code: tests/test_tool_list.py compares every row with
+    what server/effects.py finds the engine can reach (the process runner, the network, the knowledge writer).
+
+    starts: the programs it can start, in words ("" for none). Clients auto-approve read-only tools, so a tool
+        that can start one (a command, an interpreter, a codegen check) is never read-only, and since the program
+        may change or reach anything, it is destructive, open-world and not idempotent.
+    network: reaches outside the machine itself (the package index).
+    writes: what it changes by design, besides the evidence it records under .rootcause/ ("" for nothing).
+    repeatable: a second identical call changes nothing more (capture_knowledge skips a duplicate entry).
+    """
+
+    starts: str = ""
+    network: bool = False
+    writes: str = ""
+    repeatable: bool = False
+
+    @property
+    def hints(self) -> Hints:
+        starts = bool(self.starts)
+        return Hints(read_only=not starts and not self.writes, destructive=starts,
+                     idempotent=self.repeatable and not starts, open_world=starts or self.network)
+
+
+READS = Effects(repeatable=True)
 
 
 @dataclass(frozen=True)
@@ -41,7 +58,11 @@ class ToolSpec:
     name: str
     phase: int | None = None
     description: str = ""
-    hints: Hints = Hints()
+    effects: Effects = Effects()
+
+    @property
+    def hints(self) -> Hints:
+        return self.effects.hints
 
     @property
     def module(self) -> str:
@@ -96,12 +117,12 @@ TOOLS: tuple[ToolSpec, ...] = (
         "start_session", 1,
         "Use first on any bug, crash, failing test, NaN loss, hang or OOM: opens a session, picks the Quick "
         "Path or Full Protocol and says why. Pass its session_id to later calls.",
-        Hints()),
+        Effects(writes="a new session")),
     ToolSpec(
         "reproduce", 1,
         "Use when a command fails or hangs and you can run it here: runs it several times and says whether it"
         " fails with one signature or is flaky, with the diagnosis. Phase 1.",
-        RUNS_COMMAND),
+        Effects(starts="the command")),
     ToolSpec(
         "diagnose_log", 1,
         "Use for a log you cannot rerun (cluster job, pasted traceback): the root error behind its wrappers, "
@@ -111,57 +132,57 @@ TOOLS: tuple[ToolSpec, ...] = (
         "check_constraints", 1,
         "Use early in Phase 1, before changing code: the project's knowledge entries, pitfalls and checklists"
         " that match the symptom, and edits to generated files.",
-        READS),
+        Effects(starts="the codegen check (check_codegen=true)")),
     ToolSpec(
         "bisect_env", 2,
         "Use when you suspect one package version: runs the reproducer in two uv environments differing only "
         "in package==version. Phase 2.",
-        BISECTS),
+        Effects(starts="the command, uv and the codegen step")),
     ToolSpec(
         "bisect_versions", 2,
         "Use when a package works at one release and breaks at a later one: binary-searches its releases for "
         "the first bad one. Phase 2.",
-        BISECTS),
+        Effects(starts="the command and uv", network=True)),
     ToolSpec(
         "bisect_commits", 2,
         "Use when a good and a bad commit are known: binary-searches the commits in worktrees (your checkout "
         "untouched) for the first bad one. Phase 2.",
-        BISECTS),
+        Effects(starts="the command and the setup step")),
     ToolSpec(
         "compare_setups", 2,
         "Use when a working setup exists beside the broken one: lists ALL differences in code, configs, "
         "launchers, env and packages, flagging suspects. Phase 2.",
-        READS),
+        Effects(starts="each side's python, for its installed packages")),
     ToolSpec(
         "verify_hypothesis", 3,
         "Use to test ONE falsifiable hypothesis with a minimal one-change experiment: judges the prediction "
         "and applies the verification gate. Phase 3.",
-        RUNS_COMMAND),
+        Effects(starts="the experiment's command")),
     ToolSpec(
         "record_fix_attempt", 4,
         "Use after each targeted fix: runs the verification command, says whether the failure is gone, and "
         "stops the session after 3 failures in a row. Phase 4.",
-        RUNS_COMMAND),
+        Effects(starts="the verification command")),
     ToolSpec(
         "check_collateral", 4,
         "Use once a fix passes its reproducer: runs broader tests on the base commit and on your tree and "
         "lists what the fix broke or fixed. Phase 4.",
-        RUNS_COMMAND),
+        Effects(starts="the command, on the base tree and on yours")),
     ToolSpec(
         "capture_knowledge", 5,
         "Use after the fix, always (Phase 5): appends a constraint or architecture entry (never a "
         "near-duplicate), names the test for a regression guard, or records 'none'.",
-        Hints(idempotent=True)),
+        Effects(writes="the knowledge files", repeatable=True)),
     ToolSpec(
         "close_session", None,
         "Use to finish a session: returns its final report; refused until Phase 5 (capture_knowledge) is "
         "done.",
-        Hints(idempotent=True)),
+        Effects(writes="the session's status", repeatable=True)),
     ToolSpec(
         "inspect_checkpoint", None,
         "Use when loading a checkpoint fails or gives wrong results: tensors, dtypes, NaN/Inf, and missing, "
         "unexpected, mis-shaped or renamed keys against compare_to.",
-        READS),
+        Effects(starts="the python= interpreter (torch reads the checkpoint there)")),
     ToolSpec(
         "analyze_training_log", None,
         "Use when loss goes NaN, spikes or diverges: loss, grad norm and lr by step, the first non-finite "

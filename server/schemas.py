@@ -14,6 +14,7 @@ tools/list without importing an engine; an engine is imported on its first call.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -24,10 +25,11 @@ from typing import Any
 
 from rootcause.server.catalog import TOOLS, ToolSpec
 
-SCHEMA_FORMAT = 3
+SCHEMA_FORMAT = 4
 MAX_SECONDS = 7 * 24 * 3600  # every argument named *_s is a duration in seconds: > 0 and at most 7 days
 CACHE_KEEP = 8
 _PACKAGES = ("tools", "server", "prompts")
+_LIMITS = Path(__file__).with_name("limits.yaml")
 
 
 def compact(schema: dict[str, Any], *, output: bool = False) -> dict[str, Any]:
@@ -67,7 +69,38 @@ def compact_input(schema: dict[str, Any]) -> dict[str, Any]:
             if name.endswith("_s"):
                 _duration_bounds(prop)
             properties[name] = _one_type_each(prop)
+            _size_limits(properties[name], limit_of(name))
     return schema
+
+
+@functools.cache
+def _limit_table() -> dict[str, dict[str, int]]:
+    import yaml
+
+    return yaml.safe_load(_LIMITS.read_text(encoding="utf-8"))
+
+
+def limit_of(name: str) -> dict[str, int]:
+    """{"text": characters, "items": entries} for an argument (server/limits.yaml, else its defaults)."""
+    table = _limit_table()
+    return {**table["default"], **table.get(name, {})}
+
+
+def _size_limits(node: Any, limit: dict[str, int]) -> None:
+    """Every string, list and object of an argument gets its bound (the model's own, when lower, stays)."""
+    if not isinstance(node, dict):
+        return
+    kinds = node.get("type") if isinstance(node.get("type"), list) else [node.get("type")]
+    if "string" in kinds:
+        node["maxLength"] = min(node.get("maxLength", limit["text"]), limit["text"])
+    if "array" in kinds:
+        node["maxItems"] = min(node.get("maxItems", limit["items"]), limit["items"])
+        _size_limits(node.get("items"), limit)
+    if "object" in kinds and isinstance(node.get("additionalProperties"), dict):
+        node["maxProperties"] = min(node.get("maxProperties", limit["items"]), limit["items"])
+        _size_limits(node["additionalProperties"], limit)
+    for option in node.get("anyOf", ()):
+        _size_limits(option, limit)
 
 
 def _duration_bounds(prop: dict[str, Any]) -> None:
@@ -283,7 +316,7 @@ def _share_definitions(tools: dict[str, dict[str, Any]]) -> dict[str, str]:
                     prop.pop("anyOf", None)
                     prop.pop("$ref", None)
                     prop["type"] = "object"  # optional: omitted rather than null, as compact_input does
-                    fields = "; ".join(f"{field} ({describe(sub, definition)}"
+                    fields = "; ".join(f"{field} ({describe(sub, definition, sizes=True)}"
                                        + (f", default {sub['default']}" if "default" in sub else "") + ")"
                                        + (f": {sub['description'].rstrip('.')}" if sub.get("description") else "")
                                        for field, sub in definition.get("properties", {}).items())
@@ -291,29 +324,35 @@ def _share_definitions(tools: dict[str, dict[str, Any]]) -> dict[str, str]:
     return shared
 
 
-def describe(prop: dict[str, Any], schema: dict[str, Any]) -> str:
-    """A property's JSON Schema in words: 'an integer from 1 to 20', "one of 'quick', 'full'"."""
+def describe(prop: dict[str, Any], schema: dict[str, Any], sizes: bool = False) -> str:
+    """A property's JSON Schema in words: 'an integer from 1 to 20', "one of 'quick', 'full'".
+
+    sizes: also the length limits ('text of at most 4,096 characters', 'a list of at most 1,000 ...').
+    """
     if "$ref" in prop:
         target = schema.get("$defs", {}).get(prop["$ref"].rsplit("/", 1)[-1], {})
         fields = ", ".join(target.get("properties", {}))
         return f"an object with {fields}" if fields else "an object"
     for key in ("anyOf", "oneOf"):
         if key in prop:
-            return " or ".join(describe(option_, schema) for option_ in prop[key])
+            return " or ".join(describe(option_, schema, sizes) for option_ in prop[key])
     if "enum" in prop:
         return "one of " + ", ".join(repr(v) for v in prop["enum"])
     if "const" in prop:
         return repr(prop["const"])
     kinds = prop.get("type")
     if isinstance(kinds, list):
-        return " or ".join(describe({**prop, "type": k}, schema) for k in kinds)
+        return " or ".join(describe({**prop, "type": k}, schema, sizes) for k in kinds)
     words = {"string": "text", "integer": "an integer", "number": "a number", "boolean": "true or false",
              "null": "null", "object": "an object", "array": "a list"}
     text = words.get(kinds, "a value")
     if kinds == "array" and isinstance(prop.get("items"), dict):
-        text = f"a list of {_plural(describe(prop['items'], schema))}"
+        most = f"at most {prop['maxItems']:,} " if sizes and "maxItems" in prop else ""
+        text = f"a list of {most}{_plural(describe(prop['items'], schema, sizes))}"
     if kinds == "object" and isinstance(prop.get("additionalProperties"), dict):
-        text = f"an object of NAME: {describe(prop['additionalProperties'], schema)}"
+        text = f"an object of NAME: {describe(prop['additionalProperties'], schema, sizes)}"
+    if sizes and kinds == "string" and "maxLength" in prop:
+        text += f" of at most {prop['maxLength']:,} characters"
     return text + _bounds(prop)
 
 

@@ -63,7 +63,8 @@ def test_compaction_keeps_validation_meaning() -> None:
     schema = compact_input(Example.model_json_schema())
     assert schema == {"type": "object", "properties": {
         "runs": {"default": 2, "description": "How many runs.", "maximum": 20, "minimum": 1, "type": "integer"},
-        "python": {"description": "The interpreter, e.g. .venv/bin/python.", "type": "string"},
+        "python": {"description": "The interpreter, e.g. .venv/bin/python.", "type": "string",
+                   "maxLength": 4096},  # every text argument has a limit (server/limits.yaml)
         "shell": {"description": "Through /bin/sh.", "type": "boolean"},
     }}
 

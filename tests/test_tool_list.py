@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 from mcp.types import INVALID_PARAMS
 from rootcause.server.catalog import TOOLS
 
-from tests.conftest import error_text, rootcause_executable, stdio_client, structured
+from tests.conftest import REPO_ROOT, error_text, rootcause_executable, stdio_client, structured
 
 pytestmark = pytest.mark.anyio
 
@@ -23,23 +23,34 @@ pytestmark = pytest.mark.anyio
 MODEL_READS_BUDGET = 25_000  # what the agent reads: names, descriptions, input schemas, annotations
 TOOLS_LIST_BUDGET = 60_000  # the whole result, complete output schemas included
 
-EXPECTED_HINTS = {  # (readOnly, destructive, idempotent, openWorld), as each tool truly behaves
+# (readOnly, destructive, idempotent, openWorld) as a client reads them: a hint the server leaves out means MCP's
+# default (not read-only, destructive, not idempotent, open world). A tool that can start a program (a command,
+# an interpreter, a codegen check) is never read-only: clients auto-approve read-only tools.
+EXPECTED_HINTS = {
     "start_session": (False, False, False, False),
-    "reproduce": (False, True, False, False),
+    "reproduce": (False, True, False, True),
     "diagnose_log": (True, False, True, False),
-    "check_constraints": (True, False, True, False),
+    "check_constraints": (False, True, False, True),
     "bisect_env": (False, True, False, True),
     "bisect_versions": (False, True, False, True),
     "bisect_commits": (False, True, False, True),
-    "compare_setups": (True, False, True, False),
-    "verify_hypothesis": (False, True, False, False),
-    "record_fix_attempt": (False, True, False, False),
-    "check_collateral": (False, True, False, False),
+    "compare_setups": (False, True, False, True),
+    "verify_hypothesis": (False, True, False, True),
+    "record_fix_attempt": (False, True, False, True),
+    "check_collateral": (False, True, False, True),
     "capture_knowledge": (False, False, True, False),
     "close_session": (False, False, True, False),
-    "inspect_checkpoint": (True, False, True, False),
+    "inspect_checkpoint": (False, True, False, True),
     "analyze_training_log": (True, False, True, False),
 }
+
+
+def as_read(hints) -> tuple[bool, bool, bool, bool]:
+    """Annotations as a client takes them: MCP's defaults where a hint is absent; a read-only tool changes nothing."""
+    read_only = bool(hints.read_only_hint)
+    destructive = False if read_only else hints.destructive_hint is not False
+    idempotent = True if read_only else bool(hints.idempotent_hint)
+    return read_only, destructive, idempotent, hints.open_world_hint is not False
 
 
 @asynccontextmanager
@@ -127,9 +138,107 @@ async def test_every_tool_is_annotated_as_it_behaves(repo: Path) -> None:
         listed = await client.list_tools()
     for tool in listed.tools:
         hints = tool.annotations
-        assert hints is not None, tool.name
-        got = (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint)
-        assert got == EXPECTED_HINTS[tool.name], tool.name
+        assert hints is not None and hints.read_only_hint is not None, tool.name  # always said, never implied
+        assert as_read(hints) == EXPECTED_HINTS[tool.name], tool.name
+
+
+async def test_the_tools_that_started_programs_as_read_only_are_not(repo: Path) -> None:
+    """Issue 24's two cases, for real: check_constraints runs its codegen command and inspect_checkpoint runs its
+    python= executable; both were readOnlyHint: true, which clients auto-approve."""
+    import zipfile
+
+    fake_python = repo / "fake-python"
+    fake_python.write_text("#!/bin/sh\ntouch interpreter-ran\nexit 3\n")
+    fake_python.chmod(0o755)
+    with zipfile.ZipFile(repo / "ok.pt", "w") as archive:  # a torch.save file's shape
+        archive.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+        archive.writestr("archive/version", "3\n")
+    async with stdio_client(repo) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        await client.call_tool("check_constraints", {"symptom": "x", "check_codegen": True,
+                                                     "codegen_command": "touch codegen-ran"})
+        await client.call_tool("inspect_checkpoint", {"path": "ok.pt", "python": "./fake-python"})
+    assert (repo / "codegen-ran").exists() and (repo / "interpreter-ran").exists()
+    for name in ("check_constraints", "inspect_checkpoint", "compare_setups"):
+        assert tools[name].annotations.read_only_hint is False, name
+        assert as_read(tools[name].annotations) == (False, True, False, True), name
+
+
+@pytest.fixture(scope="module")
+def call_graph():
+    from rootcause.server.effects import CallGraph
+
+    return CallGraph(REPO_ROOT)
+
+
+def _chain(found: list[str] | None) -> str:
+    return " -> ".join(k.removeprefix("rootcause.tools.") for k in found or [])
+
+
+def test_declared_effects_are_what_the_engines_can_reach(call_graph) -> None:
+    """The annotations follow from each tool's declared effects (catalog.Effects.hints); the declarations are
+    checked here against the engine's code, both ways: reaching the process runner means declaring the program it
+    starts, and declaring one means its code can reach it."""
+    from rootcause.server.effects import engine_reach
+
+    for spec in TOOLS:
+        reach = engine_reach(REPO_ROOT, spec.name, call_graph)
+        if reach.spawns:
+            assert spec.effects.starts, f"{spec.name} can start a program: {_chain(reach.spawns)}"
+        else:
+            assert not spec.effects.starts, f"{spec.name} declares it starts {spec.effects.starts}; its code cannot"
+        assert spec.effects.network == bool(reach.network), (spec.name, _chain(reach.network))
+        assert ("knowledge" in spec.effects.writes) == bool(reach.knowledge_write), (
+            spec.name, _chain(reach.knowledge_write))
+        assert spec.hints.read_only == (not spec.effects.starts and not spec.effects.writes), spec.name
+
+
+def test_only_the_runner_starts_programs(call_graph) -> None:
+    """Every call that starts a process is in tools/run/ (the runner, its guardian, stacks and Slurm helpers) or
+    is git's (core/gitrepo.py): an engine that started one some other way would escape the check above."""
+    from rootcause.server.effects import GIT
+
+    sites = call_graph.spawn_sites()
+    assert any(key.startswith("rootcause.tools.run.process:") for key in sites), sites
+    assert all(key.startswith(("rootcause.tools.run.", f"{GIT}:")) for key in sites), sites
+
+
+ENGINE_OF_A_TOOL = {
+    "run/__init__.py": "from rootcause.tools.run.process import RunRecord, run_captured\n",
+    "run/process.py": ("import asyncio\n\nclass RunRecord:\n    exit_code: int = 0\n\n"
+                       "async def run_captured(argv):\n    return await asyncio.create_subprocess_exec(*argv)\n"),
+    "record/store.py": ("class Store:\n    def record(self, what):\n        return what\n\n"
+                        "def open_store():\n    return Store()\n"),
+    "judge/probe.py": ("class Probe:\n    def record(self, argv):\n"
+                       "        from rootcause.tools.run import run_captured\n        return run_captured(argv)\n"),
+    "engines/reads.py": ("from rootcause.tools.record.store import open_store\n"
+                         "from rootcause.tools.run.process import RunRecord\n\n"
+                         "def reads(inp, ctx) -> RunRecord:\n    return open_store().record(inp)\n"),
+    "engines/lazy.py": ("def lazy(inp, ctx):\n    from rootcause.tools.run import run_captured\n"
+                        "    return run_captured([])\n"),
+    "engines/method.py": ("from rootcause.tools.judge.probe import Probe\n\n"
+                          "def method(inp, ctx):\n    probe = [Probe][0]()\n    return inp.store.record(['x'])\n"),
+    "engines/callback.py": ("import anyio\nfrom rootcause.tools.run import process\n\n"
+                            "async def callback(inp, ctx):\n"
+                            "    return await anyio.to_thread.run_sync(process.run_captured, [])\n"),
+}
+
+
+def test_the_reach_analysis_follows_every_way_code_calls_code(tmp_path: Path) -> None:
+    """A lazy import, a method of an object whose type the caller does not name, a callback handed to a thread,
+    a package's re-export: each reaches the runner. Naming a model of the runner's module, or calling a method
+    that only a class of another family defines, does not."""
+    from rootcause.server.effects import CallGraph, engine_reach
+
+    for relative, text in ENGINE_OF_A_TOOL.items():
+        path = tmp_path / "tools" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    graph = CallGraph(tmp_path)
+    assert engine_reach(tmp_path, "reads", graph).spawns is None
+    for tool in ("lazy", "method", "callback"):
+        found = engine_reach(tmp_path, tool, graph).spawns
+        assert found and found[-1] == "asyncio.create_subprocess_exec", (tool, found)
 
 
 async def test_structured_output_still_validates(repo: Path) -> None:
@@ -232,4 +341,5 @@ async def test_durations_are_bounded_and_single_typed_in_the_schema(repo: Path) 
     assert durations >= 10  # timeout_s, idle_timeout_s, setup_timeout_s of the tools that run commands
     reproduce = next(t for t in tools if t.name == "reproduce")
     assert reproduce.input_schema["properties"]["command"]["anyOf"] == [
-        {"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+        {"type": "string", "maxLength": 100_000},
+        {"type": "array", "items": {"type": "string", "maxLength": 100_000}, "maxItems": 1000}]

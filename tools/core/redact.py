@@ -36,10 +36,14 @@ _SHAPES = re.compile(
     r"|\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"
 )
 _BEARER = re.compile(r"(\b[Bb]earer\s+)[A-Za-z0-9._~+/=\-]{8,}")
-_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^/\s:@]+:)[^/\s@]+(@)")
+# Every pattern runs in time linear in the text: no quantified part may start at many places and scan to the
+# same far end. A scheme is at most 32 characters (an unbounded one rescanned `a.a.a...` from every letter),
+# and a secret-looking key is found by its own words (an open prefix `\b[\w-]*?` before them tried every split
+# of a hyphenated run: 20,000 characters of `a-a-...` took 74 s).
+_URL_CREDENTIALS = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.\-]{0,31}://[^/\s:@]+:)[^/\s@]+(@)")
 _ENV_ASSIGNMENT = re.compile(r"\b([A-Z][A-Z0-9_]*)(=)([\"']?)([^\s\"',;]+)")
 _KEY_VALUE = re.compile(
-    r"(?i)(\b[\w\-]*?(?:password|passwd|secret|api[_\-]?key|access[_\-]?key|private[_\-]?key"
+    r"(?i)(?=[pshrbgai])((?:pass(?:word|wd)|secret|api[_\-]?key|access[_\-]?key|private[_\-]?key"
     r"|(?:access|auth|api|hf|refresh|id|bearer|github)[_\-]?token)"
     r"[\"']?\s*[=:]\s*[\"']?)([^\s\"',;}]+)"
 )

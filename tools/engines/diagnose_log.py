@@ -13,6 +13,17 @@ from rootcause.tools.observe.evidence import diagnosis_line
 from rootcause.tools.record.store import SessionStore, require_open
 
 MAX_TEXT = 2_000_000
+BINARY_SAMPLE = 8192
+_TEXT_CONTROLS = frozenset("\t\n\r\x0c\x08\x1b")  # tabs, line ends, form feeds, backspaces, ANSI escapes
+
+
+def _binary(head: bytes) -> bool:
+    """More than 30% of the first bytes are not text (NUL, other control bytes, invalid UTF-8)."""
+    if not head:
+        return False
+    text = head.decode("utf-8", "replace")
+    odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in _TEXT_CONTROLS))
+    return odd > 0.3 * len(text)
 
 
 class DiagnoseLogInput(BaseModel):
@@ -57,10 +68,14 @@ def diagnose_log(inp: DiagnoseLogInput, ctx: ToolContext) -> DiagnoseLogResult:
             raise UsageError(f"log path {inp.path!r} is not a file.", "give the path of a log file")
         try:
             with open(path, "rb") as fh:
-                fh.read(1)
+                head = fh.read(BINARY_SAMPLE)
         except OSError as exc:
             raise UsageError(f"log path {inp.path!r} cannot be read: {exc.strerror or exc}.",
                              "check the file's permissions") from None
+        if _binary(head):
+            raise UsageError(f"log path {inp.path!r} is a binary file, not a log: most of its first "
+                             f"{len(head):,} bytes are not text.",
+                             "give the job's text output (stdout/stderr); a checkpoint goes to inspect_checkpoint")
         diagnosis = diagnose_file(path, ctx.root)
         source, size = ctx.workspace.relative(path), path.stat().st_size
     result = DiagnoseLogResult(diagnosis=diagnosis, source=source, log_bytes=size,
