@@ -1,18 +1,24 @@
 """The `rootcause` command: serve, session helpers, and one subcommand per tool.
 
-Tool subcommands are generated from the catalog: the same input model as the MCP tool,
-required text fields as positional arguments, everything else as `--options` (lists
-repeat the option, dicts take NAME=value pairs or JSON, objects take JSON). `--json`
-prints the exact structured result the MCP tool returns. Exit codes: 0 for a call that
-worked (a reproduced failure included), 2 for bad input, 1 for an internal error.
+Tool subcommands are generated from the catalog: the same input model as the MCP tool, every
+argument as the same `--option` everywhere (lists repeat the option, dicts take NAME=value pairs
+or JSON, objects take JSON), and each tool's one main argument (its command, else its path, else
+its symptom, else its only required argument) also positionally: `rootcause diagnose-log job.log`,
+`rootcause check-constraints "shape mismatch"`, `rootcause reproduce "pytest -x" --session-id ID`.
+An argument the subcommand does not take is refused with the nearest option, or the whole call in
+the right form. `--json` prints the exact structured result the MCP tool returns. Exit codes: 0 for
+a call that worked (a reproduced failure included; output cut short by a closed pipe too), 2 for
+bad input, 1 for an internal error.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import json
 import os
+import shlex
 import sys
 import types
 import typing
@@ -25,6 +31,7 @@ from rootcause.server.surface import render, render_result
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 LOG_READERS = ("diagnose_log", "analyze_training_log")  # their path may be `-`, or piped standard input
 LOG_PATHS = ("path", "compare_to")
+MAIN_ARGUMENTS = ("command", "path", "symptom")  # the first a tool takes is its positional argument
 
 
 def _flag(name: str) -> str:
@@ -55,40 +62,60 @@ def _default_text(field: Any) -> str:
     return f" (default: {default:g})" if isinstance(default, float) else f" (default: {default})"
 
 
-def _positional(field: Any) -> bool:
-    """Required text is given as a positional argument (`rootcause reproduce CMD`); the rest as --options."""
-    kind = _base_type(field.annotation)
-    return (kind is str or _text_or_json(kind)) and field.is_required()
+def main_argument(model: type) -> str | None:
+    """The one argument a subcommand also takes positionally: command, else path, else symptom, else the only
+    required argument (close-session's session id, capture-knowledge's kind); None when there is none."""
+    fields = model.model_fields
+    named = next((name for name in MAIN_ARGUMENTS if name in fields), None)
+    if named is not None:
+        return named
+    required = [name for name, field in fields.items() if field.is_required()]
+    return required[0] if len(required) == 1 else None
 
 
-def _add_field(parser: argparse.ArgumentParser, name: str, field: Any, reads_log: bool = False,
+class _Once(argparse.Action):
+    """Store a value; the main argument given both positionally and as its option is refused."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if values is None:
+            return
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{_flag(self.dest)} is given twice (positionally and as {_flag(self.dest)}); give it once.")
+        setattr(namespace, self.dest, values)
+
+
+def _add_field(parser: argparse.ArgumentParser, name: str, field: Any, main: bool = False,
                names: tuple[str, ...] = ()) -> None:
     kind = _base_type(field.annotation)
     origin = typing.get_origin(kind)
-    help_text = (render(field.description or "", "cli", names) + _default_text(field)).replace("%", "%%")
-    if _positional(field):
-        # a log path may come from standard input: `... | rootcause analyze-training-log` or PATH `-`
-        parser.add_argument(name, help=help_text, nargs="?" if reads_log and name == "path" else None)
-    elif _text_or_json(kind):
-        parser.add_argument(_flag(name), dest=name, default=None, help=f"{help_text} (text, or JSON list/object)")
+    required = " (required)" if field.is_required() else ""
+    help_text = (render(field.description or "", "cli", names) + _default_text(field) + required).replace("%", "%%")
+    if main:
+        # positionally too: `rootcause reproduce CMD`, `... diagnose-log PATH` (`-` or nothing: standard input)
+        choices = [str(c) for c in typing.get_args(kind)] if origin is typing.Literal else None
+        parser.add_argument(name, nargs="?", default=argparse.SUPPRESS, action=_Once, choices=choices,
+                            metavar=name.upper(), help=f"{help_text} (or {_flag(name)})")
+    if _text_or_json(kind):
+        parser.add_argument(_flag(name), dest=name, default=None, action=_Once,
+                            help=f"{help_text} (text, or JSON list/object)")
     elif kind is bool:
         parser.add_argument(_flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
                             help=help_text)
     elif kind in (int, float, str):
-        parser.add_argument(_flag(name), dest=name, type=kind, default=None, required=field.is_required(),
+        parser.add_argument(_flag(name), dest=name, type=kind, default=None, action=_Once if kind is str else None,
                             help=help_text)
     elif origin is typing.Literal:
         parser.add_argument(_flag(name), dest=name, choices=[str(c) for c in typing.get_args(kind)],
-                            default=None, required=field.is_required(), help=help_text)
+                            default=None, action=_Once, help=help_text)
     elif origin is list and _base_type(typing.get_args(kind)[0]) in (str, int, float):
         parser.add_argument(_flag(name), dest=name, action="append", default=None,
-                            required=field.is_required(), help=f"{help_text} (repeat for several)")
+                            help=f"{help_text} (repeat for several)")
     elif origin is dict:
         parser.add_argument(_flag(name), dest=name, action="append", default=None, metavar="NAME=VALUE|JSON",
-                            required=field.is_required(), help=f"{help_text} (repeat NAME=VALUE, or one JSON object)")
+                            help=f"{help_text} (repeat NAME=VALUE, or one JSON object)")
     else:
-        parser.add_argument(_flag(name), dest=name, default=None, metavar="JSON", required=field.is_required(),
-                            help=f"{help_text} (JSON)")
+        parser.add_argument(_flag(name), dest=name, default=None, metavar="JSON", help=f"{help_text} (JSON)")
 
 
 def _collect(model: type, ns: argparse.Namespace) -> dict[str, Any]:
@@ -182,7 +209,7 @@ def build_parser(only_tool: str | None = None) -> argparse.ArgumentParser:
     serve.add_argument("--root", dest="serve_root", default=None, help="repository root (default: cwd)")
     serve.add_argument("--transport", choices=["stdio", "http"], default="stdio", help="(default: stdio)")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: 127.0.0.1, loopback)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765; 0: a free one, printed)")
 
     session = sub.add_parser("session", help="start, show or list debugging sessions")
     session_sub = session.add_subparsers(dest="session_command", metavar="ACTION", required=True)
@@ -206,10 +233,9 @@ def build_parser(only_tool: str | None = None) -> argparse.ArgumentParser:
             _, input_model, _ = spec.load()
         except ModuleNotFoundError:
             continue
-        # Positional order follows the model, except that the command comes last (`bisect-commits GOOD BAD CMD`).
-        for name, field in sorted(input_model.model_fields.items(), key=lambda item: item[0] == "command"):
-            _add_field(tool_parser, name, field, reads_log=spec.name in LOG_READERS,
-                       names=tuple(input_model.model_fields))
+        main = main_argument(input_model)
+        for name, field in input_model.model_fields.items():
+            _add_field(tool_parser, name, field, main=name == main, names=tuple(input_model.model_fields))
         tool_parser.add_argument("--json", action="store_true", dest="as_json",
                                  help="print the exact structured result")
     return parser
@@ -270,7 +296,7 @@ def _check_log_path(spec: ToolSpec, name: str, raw: str, ctx: Any) -> None:
     from rootcause.tools.core.errors import UsageError
 
     _, input_model, _ = spec.load()
-    positional = _positional(input_model.model_fields[name])
+    positional = main_argument(input_model) == name
     try:
         ctx.workspace.resolve(raw, what=name.upper() if positional else _flag(name))
     except UsageError as exc:
@@ -302,7 +328,7 @@ def _serve(args: argparse.Namespace, root: Path) -> int:
         return EXIT_OK
     from rootcause.server.http import serve_http
 
-    return serve_http(app, args.host, args.port)
+    return serve_http(app, args.host, args.port, str(root))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,9 +340,10 @@ def main(argv: list[str] | None = None) -> int:
             code = exit_.code if isinstance(exit_.code, int) else EXIT_USAGE if exit_.code else EXIT_OK
         sys.stdout.flush()
     except BrokenPipeError:
-        # Python would report the pipe again when it flushes stdout at exit: point stdout at /dev/null.
+        # The reader took what it wanted (`| head -1`): the call worked, so the exit code is 0. Python would
+        # report the pipe again when it flushes stdout at exit: point stdout at /dev/null.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141  # 128 + SIGPIPE, as a shell reports a process killed by it
+        return EXIT_OK
     return code
 
 
@@ -324,7 +351,13 @@ def _main(argv: list[str]) -> int:
     tool_commands = {spec.name.replace("_", "-") for spec in TOOLS}
     chosen = next((token for token in argv if token in tool_commands), None)
     parser = build_parser(only_tool=chosen or "")
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        spec = getattr(args, "tool", None)
+        if spec is None:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        print(f"error: {_unrecognized(spec, args, extras)}", file=sys.stderr)
+        return EXIT_USAGE
     root = Path(getattr(args, "serve_root", None) or args.root or os.getcwd())
     if args.command is None:
         parser.print_help()
@@ -343,6 +376,35 @@ def _main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return run_tool(spec, arguments, root, args.as_json)
+
+
+def _unrecognized(spec: ToolSpec, args: argparse.Namespace, extras: list[str]) -> str:
+    """What the subcommand does not take, and the right form: the nearest option, or the whole call."""
+    _, input_model, _ = spec.load()
+    command = spec.name.replace("_", "-")
+    flags = [_flag(name) for name in input_model.model_fields] + ["--json"]
+    options = [token for token in extras if token.startswith("-") and token != "-"]
+    if options:
+        name = options[0].partition("=")[0]
+        best = difflib.get_close_matches(name, flags, n=1, cutoff=0.6)
+        hint = f"did you mean {best[0]}?" if best else f"its options: {', '.join(flags)}"
+        return f"{command} has no option {name}; {hint} (rootcause {command} --help)"
+    main = main_argument(input_model)
+    given = ([str(getattr(args, main))] if main and getattr(args, main, None) is not None else []) + extras
+    # the values in the order the subcommand once took them positionally: its required text, the command last
+    earlier = [name for name, field in sorted(input_model.model_fields.items(), key=lambda item: item[0] == "command")
+               if field.is_required() and _base_type(field.annotation) is not bool]
+    if main is None:
+        return (f"{command} takes no positional argument; give {', '.join(shlex.quote(v) for v in extras)} with its "
+                f"option ({', '.join(flags[:-1])}).")
+    if len(given) == len(earlier) and main in earlier:
+        words = [f"{_flag(name)} {shlex.quote(value)}" for name, value in zip(earlier, given, strict=True)
+                 if name != main]
+        form = " ".join([f"rootcause {command}", *words, shlex.quote(given[earlier.index(main)])])
+        return f"{command} takes one positional argument, {main.upper()}; the others are options: {form}"
+    others = ", ".join(flag for flag in flags[:-1] if flag != _flag(main))
+    return (f"{command} takes one positional argument, {main.upper()} (here {shlex.quote(given[0])}); give "
+            f"{', '.join(shlex.quote(v) for v in extras)} with its option: {others}.")
 
 
 class SessionReportSpec(ToolSpec):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -87,3 +88,46 @@ async def test_http_client_session_with_token(repo: Path) -> None:
         async with http, Client(streamable_http_client(url, http_client=http)) as client:
             data = structured(await client.call_tool("start_session", {"symptom": "loss is NaN"}))
             assert data["category"] == "nonfinite"
+
+
+def _serve_and_read_url(root: Path, *args: str, token: str | None = None) -> tuple[subprocess.Popen, str]:
+    """`serve --transport http` with the given options; the URL it prints on stderr once it listens."""
+    env = {k: v for k, v in os.environ.items() if k != "ROOTCAUSE_TOKEN"}
+    if token:
+        env["ROOTCAUSE_TOKEN"] = token
+    proc = subprocess.Popen([rootcause_executable(), "serve", "--root", str(root), "--transport", "http", *args],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    match = re.search(r"at (http://\S+/mcp) ", line)
+    assert match, line
+    return proc, match.group(1)
+
+
+def test_serve_says_where_it_listens(repo: Path) -> None:
+    proc, url = _serve_and_read_url(repo, "--port", "0")
+    try:
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/mcp", url) and not url.endswith(":0/mcp"), url
+        assert httpx2.post(url, json=INIT, headers=HEADERS).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_another_loopback_address_serves_and_a_lower_case_bearer_is_accepted(repo: Path) -> None:
+    """--host 127.0.0.2 binds and answers (every request got 421: its Host header was not allowed); the auth
+    scheme is case-insensitive (RFC 7235), the token is not."""
+    proc, url = _serve_and_read_url(repo, "--host", "127.0.0.2", "--port", "0", token="s3cret")
+    try:
+        assert url.startswith("http://127.0.0.2:")
+        for scheme in ("bearer", "BEARER", "Bearer"):
+            answer = httpx2.post(url, json=INIT, headers={**HEADERS, "authorization": f"{scheme} s3cret"})
+            assert answer.status_code == 200, (scheme, answer.status_code, answer.text)
+        assert httpx2.post(url, json=INIT, headers={**HEADERS, "authorization": "bearer S3CRET"}).status_code == 401
+        assert httpx2.post(url, json=INIT, headers={**HEADERS, "authorization": "Basic s3cret"}).status_code == 401
+        assert httpx2.post(url, json=INIT, headers={**HEADERS, "authorization": "bearer s3cret",
+                                                    "host": "evil.example:80"}).status_code == 421
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
