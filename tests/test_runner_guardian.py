@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 from rootcause.tools.run import RUN_MARKER
 from rootcause.tools.run import guardian as guardian_module
 
@@ -97,3 +98,45 @@ def test_a_released_run_is_left_alone() -> None:
         assert len(_marked(run_id)) == 2, "a run the server tore down itself is not the guardian's to kill"
     finally:
         _cleanup(run_id, run, guardian)
+
+
+def _guardians() -> list[psutil.Process]:
+    """Guardians among this test's descendants (the stdio server's children)."""
+    found = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if any(part.endswith("guardian.py") for part in proc.cmdline()) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.anyio
+async def test_the_guardian_goes_with_the_last_run(repo: Path) -> None:
+    """While a run is in flight its guardian is up; within a second of the call's return it is gone (it stayed
+    until the server exited, ~20 s after a Slurm hang); the next run gets a guardian again."""
+    import anyio
+
+    from tests.conftest import stdio_client, structured
+
+    async with stdio_client(repo) as client:
+        for _round in range(2):
+            seen: list[int] = []
+            async with anyio.create_task_group() as group:
+                done = anyio.Event()
+
+                async def call(done: anyio.Event) -> None:
+                    structured(await client.call_tool("reproduce", {
+                        "command": "python -c 'import time; time.sleep(1.5)'", "runs": 1}))
+                    done.set()
+
+                group.start_soon(call, done)
+                while not done.is_set():
+                    seen += [p.pid for p in _guardians()]
+                    await anyio.sleep(0.05)
+            returned = time.monotonic()
+            assert seen, "no guardian while the run was in flight"
+            while _guardians() and time.monotonic() - returned < 1.0:
+                await anyio.sleep(0.05)
+            assert not _guardians(), [p.cmdline() for p in _guardians()]

@@ -1,13 +1,13 @@
 """Kills a server's runs when the server dies, however it dies: SIGKILL included.
 
-The runner starts one guardian per server process, on the server's first run, in a session of
-its own (a signal to the server's group does not reach it) with a pipe as its standard input.
-The server writes `+ RUN_ID PGID` when a run starts and `- RUN_ID` when the run's teardown is
-done. End of file on the pipe means the server is gone, since only the server holds the write
-end (children never inherit it): every run still registered is then killed, its process group
-and every process carrying its marker variable (descendants that left the group), and the
-guardian exits. A server that exits normally has already torn its runs down: nothing is left
-registered and the guardian just exits.
+The runner starts a guardian when a run starts and none is running, in a session of its own (a
+signal to the server's group does not reach it) with a pipe as its standard input. The server
+writes `+ RUN_ID PGID` when a run starts and `- RUN_ID` when the run's teardown is done. End of
+file on the pipe means the server is gone, since only the server holds the write end (children
+never inherit it): every run still registered is then killed, its process group and every process
+carrying its marker variable (descendants that left the group), and the guardian exits. When its
+last run is torn down the server closes the pipe itself: nothing is registered, so the guardian
+just exits, and the next run starts a new one. A guardian never outlives the runs it guards.
 
 Run as a script (`python -I guardian.py MARKER_NAME`): it imports nothing of rootcause, so a
 folder named `tools` in the user's project cannot shadow it.

@@ -3,6 +3,8 @@
 A run's children carry the marker variable ROOTCAUSE_RUN_ID, so a descendant that started its own
 session is still found. Runs in flight are killed at interpreter exit and on SIGTERM/SIGHUP, and
 by the guardian process (guardian.py) when the server dies without running any handler (SIGKILL).
+The guardian lives as long as some run does: the first run starts it, and when the last run in flight
+is torn down its pipe is closed, so it exits with nothing to kill (and is reaped).
 """
 
 from __future__ import annotations
@@ -134,6 +136,34 @@ def track(run_id: str, pgid: int) -> None:
 def untrack(run_id: str) -> None:
     if ACTIVE_RUNS.pop(run_id, None) is not None:
         _guardian_line(f"- {run_id}\n")
+        _release_guardian()
+
+
+def _release_guardian() -> None:
+    """No run left: end of file on the guardian's pipe makes it exit (nothing registered, nothing killed).
+
+    Under the lock, so a run starting meanwhile either is registered with this guardian before the check (and
+    keeps it) or starts a fresh one after it.
+    """
+    global _GUARDIAN
+    with _GUARDIAN_LOCK:
+        if ACTIVE_RUNS or _GUARDIAN is None:
+            return
+        guardian, _GUARDIAN = _GUARDIAN, None
+        try:
+            assert guardian.stdin is not None
+            guardian.stdin.close()
+        except (OSError, ValueError):
+            pass
+    threading.Thread(target=_reap, args=(guardian,), name="rootcause-guardian-reaper", daemon=True).start()
+
+
+def _reap(guardian: subprocess.Popen[bytes]) -> None:
+    try:
+        guardian.wait(timeout=30)
+    except subprocess.TimeoutExpired:  # it only reads its pipe: past end of file it has no reason to stay
+        guardian.kill()
+        guardian.wait()
 
 
 def kill_active() -> None:
