@@ -212,6 +212,31 @@ def test_vscode_jsonc_keeps_comments_and_other_servers(repo: Path) -> None:
     assert json5.loads(updated)["servers"]["rootcause"]["command"] == rootcause_executable()
 
 
+@pytest.mark.parametrize("text", [
+    '{"servers": {"a": {"command": "x"}, }, }',  # one line, trailing commas in both objects (issue 24)
+    '{"servers": {"a": {"command": "x"},},}',
+    '{"inputs": [], }',  # no servers object yet
+    '{"servers": {}, } // nothing yet',
+])
+def test_vscode_jsonc_on_one_line_with_trailing_commas(repo: Path, text: str) -> None:
+    """The one-line form VS Code accepts installs like the multi-line one: the entry joins the line, the user's
+    bytes stay, the result parses to the merged config."""
+    import json5
+
+    (repo / ".vscode").mkdir()
+    config = repo / ".vscode/mcp.json"
+    config.write_text(text)
+    proc = cli("install", "--client", "vscode", "--repo", str(repo))
+    assert proc.returncode == 0, proc.stderr
+    written = config.read_text()
+    data = json5.loads(written)
+    assert data["servers"]["rootcause"]["args"] == ["serve", "--root", str(repo.resolve())]
+    assert {k: v for k, v in data["servers"].items() if k != "rootcause"} == json5.loads(text).get("servers", {})
+    if '"a"' in text:
+        assert '{"servers": {"a": {"command": "x"}' in written  # what was there stays byte for byte
+    assert "nothing to do" in cli("install", "--client", "vscode", "--repo", str(repo)).stdout
+
+
 def test_user_scope_writes_nothing_into_the_repository(repo: Path, tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -56,15 +56,17 @@ def _insert(text: str, obj: Any, key: str, value: Any) -> str:
     if pairs:
         indent = _indent_of(text, _span(pairs[-1].key)[0])
         last_end = _span(pairs[-1].value)[1]
-        comma = "" if obj.trailing_comma is not None else ","
-        member = f"{json.dumps(key)}: {_render(value, indent)}"
         line_start = text.rfind("\n", 0, close_at) + 1
         if text[line_start:close_at].strip() == "" and line_start > last_end:
             # the closing brace sits on its own line: the new member goes on a line above it
+            comma = "" if obj.trailing_comma is not None else ","
             trail = "," if obj.trailing_comma is not None else ""
-            added = f"{indent}{member}{trail}\n"
+            added = f"{indent}{json.dumps(key)}: {_render(value, indent)}{trail}\n"
             return text[:last_end] + comma + text[last_end:line_start] + added + text[line_start:]
-        return text[:last_end] + comma + f" {member}" + text[last_end:]
+        # on the line of the last member: right after its value, so a trailing comma the object has stays last
+        one_line = "\n" not in text[open_at:close_at]
+        rendered = json.dumps(value, ensure_ascii=False) if one_line else _render(value, indent)
+        return text[:last_end] + f", {json.dumps(key)}: {rendered}" + text[last_end:]
     outer = _indent_of(text, open_at)
     indent = outer + "  "
     inside = text[open_at + 1:close_at]
