@@ -64,7 +64,7 @@ def test_held_out_triage_set() -> None:
 
 
 def test_keywords_skip_prose_words_of_a_wrong_value_symptom() -> None:
-    from rootcause.tools.vocabulary.keywords import extract_keywords
+    from rootcause.tools.observe.keywords import extract_keywords
 
     assert extract_keywords("masked_mse returns 1.6667 instead of 2.5") == ["masked_mse"]
     assert extract_keywords("test_padding fails: masked_mse returns 1.6667 instead of 2.5") == [

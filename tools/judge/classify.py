@@ -14,11 +14,11 @@ from typing import Literal
 
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.rules import categorise
+from rootcause.tools.observe.logs.traceback_lines import exception_named
 from rootcause.tools.vocabulary.symptoms import vocabulary
 from rootcause.tools.vocabulary.words import symptom_hits
 
-_ERROR_HEAD = re.compile(r"(?:^|\s)((?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Interrupt))\s*:\s*(.*)",
-                         re.DOTALL)
+_ERROR_HEAD = exception_named("space", "message", warnings=False)  # a warning a text quotes is not its error
 _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:['’][A-Za-z]+)?|[^\sA-Za-z0-9_]")
 _BOUNDARY = frozenset(",.;:!?()[]")
 Basis = Literal["error_rules", "prose", "none"]
@@ -81,7 +81,8 @@ def negation_scopes(text: str, protect: tuple[int, int] | None = None) -> list[t
 def classify(text: str) -> Classified:
     """The category of free text with its basis: the diagnosis rules, the prose vocabulary, or none."""
     head = _ERROR_HEAD.search(text)
-    protect = (head.start(1), text.find("\n", head.start(1)) % (len(text) + 1) or len(text)) if head else None
+    protect = (head.start("type"), text.find("\n", head.start("type")) % (len(text) + 1) or len(text)) if head \
+        else None
     spans = negation_scopes(text, protect)
     masked, negated, cursor = [], [], 0
     for start, end in spans:
@@ -94,7 +95,9 @@ def classify(text: str) -> Classified:
     kept = set(vocabulary().negation.keep)
     named = frozenset(set(symptom_hits(plain)) | (set(symptom_hits(text)) & kept))
 
-    error = FoundError(type=head.group(1) if head else "", message=head.group(2) if head else plain, line=0)
+    # The message is the rest of the text after the type's colon (a symptom's lines after it say more).
+    error = FoundError(type=head.group("type") if head else "", message=text[head.start("message"):] if head else plain,
+                       line=0)
     category = categorise(error, in_test=bool(re.search(r"\btest", plain, re.IGNORECASE)))
     prose = next((rule for rule in vocabulary().prose if rule.matches(set(named))), None)
     if not head and prose is not None and prose.category in vocabulary().prose_over_rules.get(category, ()):

@@ -13,8 +13,8 @@ from typing import Literal
 
 from rootcause.tools.judge.classify import classify
 from rootcause.tools.knowledge.checklists import selected_checklists
+from rootcause.tools.observe.keywords import extract_keywords
 from rootcause.tools.record.store import Triage
-from rootcause.tools.vocabulary.keywords import extract_keywords
 from rootcause.tools.vocabulary.symptoms import TriageRule, vocabulary
 from rootcause.tools.vocabulary.words import symptom_hits
 

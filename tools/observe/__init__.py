@@ -1,2 +1,3 @@
-"""Floor 4: reading what a run or a log shows: the line model and metrics (logs), the diagnosis engine
-(diagnosis) and the evidence layer that declares, runs and observes one command (evidence)."""
+"""Floor 4: reading what a run or a log shows: the line model, the lines of a traceback and metrics (logs), the
+diagnosis engine (diagnosis), search keywords of an error or a symptom (keywords) and the evidence layer that declares,
+runs and observes one command (evidence)."""

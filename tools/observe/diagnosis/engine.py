@@ -25,15 +25,10 @@ from rootcause.tools.observe.diagnosis.stacks import main_frames, stacks_in_log,
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
 from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates
 from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
-from rootcause.tools.observe.diagnosis.tracebacks import (
-    FRAME,
-    exception_line,
-    message_lines,
-    parse_tracebacks,
-    unmarked,
-)
+from rootcause.tools.observe.diagnosis.tracebacks import message_lines, parse_tracebacks, unmarked
+from rootcause.tools.observe.keywords import extract_keywords
+from rootcause.tools.observe.logs.traceback_lines import FRAME, exception_line, is_exception_type, is_warning
 from rootcause.tools.run import ProcessStack, RunRecord
-from rootcause.tools.vocabulary.keywords import extract_keywords
 
 # Tiers of candidate root errors, lowest wins.
 _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
@@ -61,25 +56,24 @@ _CONSEQUENCE_MESSAGES = re.compile(r"got signal: 15|SIGTERM|Signal 15\b|Signal 2
 _SECONDARY_CATEGORIES = {"hang", "distributed_error"}
 _SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
-_BARE = re.compile(r"^\s*(?P<type>(?:[a-z_][\w]*\.)*_*[A-Z]\w*)(?::\s+(?P<msg>.+))?$")
 _PYTEST_E = re.compile(r"^\s*E\s\s")
-_BARE_SUFFIXES = ("Error", "Exception", "Unsupported", "Timeout", "Failure", "Interrupt", "Abort")
 
 
-def _bare_line(text: str) -> re.Match[str] | None:
+def _bare_line(text: str) -> tuple[str, str] | None:
     """A lone error line, also as pasted: behind pytest's "E   ", a quote, or Markdown (`...`, **...**).
 
-    Its type is an exception's name (`RuntimeError`, `torch._dynamo.exc.Unsupported`), not a warning."""
+    Its type is named as an exception's (`RuntimeError`, `torch._dynamo.exc.Unsupported`), not a warning."""
     if _PYTEST_E.match(text):
         text = text.lstrip()[1:]
     text = text.lstrip(" \t>`*")
     if text.startswith("_*"):
         text = text[1:].lstrip("*")
-    m = _BARE.match(text)
-    short = m.group("type").rsplit(".", 1)[-1] if m else ""
-    if not m or short.endswith("Warning") or not (short.endswith(_BARE_SUFFIXES) or short == "Exception"):
+    found = exception_line(text, lone=True)
+    if not found or not is_exception_type(found[0], by_suffix=True) or is_warning(found[0]):
         return None
-    return m
+    return found
+
+
 # An error report's labelled fields (a UI's error dialog, a bug-report template): `**Exception Type:** RuntimeError`
 # with `**Exception Message:** ...` on one of the next lines.
 _FORM_TYPE = re.compile(r"^[\W_]*(?:Exception|Error)[ _]?Type[*_`]*\s*:[*_`\s]*"
@@ -170,15 +164,14 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
                 consumed.update(range(ln.index, last + 1))
                 chain += 1
                 continue
-            m = _bare_line(ln.text)
-            if m and ln.index not in consumed:
-                first = unmarked(m.group("msg") or "") if ln.text.rstrip()[-1:] in "*_`" else \
-                    (m.group("msg") or "").strip()
+            bare = _bare_line(ln.text)
+            if bare and ln.index not in consumed:
+                first = unmarked(bare[1]) if ln.text.rstrip()[-1:] in "*_`" else bare[1]
                 stream = by_stream[ln.stream]
                 pos = next(i for i, s in enumerate(stream) if s.index == ln.index)
                 message, end, _ = message_lines(stream[pos:pos + 40], 1, first)
                 last = stream[pos + max(end - 1, 0)].index
-                errors.append(FoundError(type=m.group("type"), message=message, line=ln.index,
+                errors.append(FoundError(type=bare[0], message=message, line=ln.index,
                                          rank=ln.rank, chain=chain, source="bare", start=ln.index, end=last))
                 consumed.update(range(ln.index, last + 1))
                 chain += 1

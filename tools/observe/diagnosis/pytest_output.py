@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.models import Frame
 from rootcause.tools.observe.diagnosis.text import Line
-from rootcause.tools.observe.diagnosis.tracebacks import SEPARATOR, TB_START, exception_line
+from rootcause.tools.observe.diagnosis.tracebacks import SEPARATOR
+from rootcause.tools.observe.logs.traceback_lines import TRACEBACK, TRACEBACK_HEADER, exception_line
 
 _SUMMARY = re.compile(r"^(FAILED|ERROR) (?P<id>\S+?(?:\[.*?\])?)(?: - (?P<msg>.*))?\s*$")
 _UNITTEST = re.compile(r"^(FAIL|ERROR): (?P<name>\w+) \((?P<where>[\w.]+)\)")
@@ -127,7 +128,7 @@ def parse_pytest(lines: list[Line], text: str, chain_base: int) -> PytestResult:
     if section:
         sections.append(section)
     for body in sections:
-        if any(TB_START.search(b.text) for b in body):
+        if any(TRACEBACK_HEADER.search(b.text) for b in body):
             continue  # --tb=native: the traceback parser reads it
         errors = _section_error(body, chain)
         if errors:
@@ -143,7 +144,7 @@ def parse_pytest(lines: list[Line], text: str, chain_base: int) -> PytestResult:
             result.errors.append(FoundError(type=exc_type, message=message, line=line, chain=chain,
                                             source="pytest", start=line, end=line))
             chain += 1
-    if not result.errors and "Traceback (most recent call last)" not in text:
+    if not result.errors and TRACEBACK not in text:
         # unittest's FAIL header without the traceback under it: an assertion of the test failed.
         for index, test in unittest_fails:
             result.errors.append(FoundError(type="AssertionError", message=f"{test} failed", line=index, chain=chain,

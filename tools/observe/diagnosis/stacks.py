@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rootcause.tools.observe.diagnosis.frames import display_module, resolve_in_root
 from rootcause.tools.observe.diagnosis.models import Frame, StackSummary
+from rootcause.tools.observe.logs.traceback_lines import FAULTHANDLER_FRAME
 
 COLLECTIVES = frozenset({
     "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_object", "reduce_scatter",
@@ -25,7 +26,6 @@ _PYSPY_THREAD = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+|\d+) \((\w+)\)(?:: "(.*)"
 _PYSPY_FRAME = re.compile(r"^\s+(?P<func>\S.*?) \((?P<file>[^():]+):(?P<line>\d+)\)\s*$")
 _FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)(?: \[[^\]]*\])? \(most recent call first\):|"
                         r"^Stack \(most recent call first\):")
-_FH_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 _FATAL = re.compile(r"^Fatal Python error: |^Timeout \(\d+:\d\d:\d\d\)!")
 
 
@@ -52,7 +52,7 @@ def threads(text: str) -> list[tuple[str, list[Frame]]]:
             continue
         if label is None:
             continue
-        f = _FH_FRAME.match(line) or _PYSPY_FRAME.match(line)
+        f = FAULTHANDLER_FRAME.match(line) or _PYSPY_FRAME.match(line)
         if f:
             frames.append(Frame(file=f.group("file"), line=int(f.group("line")), function=f.group("func")))
         elif line.strip() and not line.startswith(" "):

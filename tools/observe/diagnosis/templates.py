@@ -19,7 +19,8 @@ import yaml
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.models import Frame
 from rootcause.tools.observe.diagnosis.text import Line
-from rootcause.tools.observe.diagnosis.tracebacks import exception_line, message_lines, unmarked
+from rootcause.tools.observe.diagnosis.tracebacks import message_lines, unmarked
+from rootcause.tools.observe.logs.traceback_lines import exception_line
 
 
 @dataclass(frozen=True)

@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.models import Frame
 from rootcause.tools.observe.diagnosis.text import Line
+from rootcause.tools.observe.logs.traceback_lines import FRAME, TRACEBACK, TRACEBACK_HEADER, exception_line
 
-TB_START = re.compile(r"Traceback \(most recent call last\)")
-_TB_STANDARD = re.compile(r"Traceback \(most recent call last\):")
+_TB_STANDARD = re.compile(rf"{re.escape(TRACEBACK)}:")
 SEPARATOR = re.compile(
     r"^\s*(During handling of the above exception, another exception occurred:|"
     r"The above exception was the direct cause of the following exception:)\s*$"
 )
-FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+?))?\s*$')
 # rich (accelerate, typer) and IPython tracebacks: no "File" lines, frames in their own formats.
 _LOOSE_FRAMES = (
     re.compile(r"^│\s*(?P<file>\S+\.py):(?P<line>\d+) in (?P<func>\S+)\s*│?\s*$"),
@@ -37,36 +36,11 @@ _EMBEDDED = re.compile(r"Original Traceback|\(RANK \d+\)|terminated with the fol
 _BOX = re.compile(r"^\s*[│╭╰─╮╯]")
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
-# Ray names the cause in the type: `ray.exceptions.RayTaskError(TypeError): ...`.
-EXC_LINE = re.compile(r"^\s*(?P<type>[A-Za-z_][\w.]*(?:::[\w:]+)?)(?:\((?P<inner>[A-Za-z_][\w.]*)\))?"
-                      r"(?::(?:\s(?P<msg>.*)|$)|$)")
-_EXC_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Failure", "Warning", "Unsupported", "Timeout",
-                 "Abort", "Aborted")
-_BARE_NAMES = {"StopIteration", "StopAsyncIteration", "KeyboardInterrupt", "GeneratorExit", "SystemExit",
-               "AssertionError", "KeyError", "Exception", "BaseException", "RecursionError", "MemoryError"}
 # A line that starts a new log record: message continuation stops there.
 _MARKUP = "*_`>"
 _RULE = re.compile(r"^\s*([-=_])\1{9,}\s*$")
 _LOG_RECORD = re.compile(r"^\s*(\[?\d{4}-\d\d-\d\d[ T_]|\[?[IWEF]\d{4} \d\d:|\[(INFO|WARNING|ERROR|DEBUG)\b|"
                          r"(INFO|WARNING|ERROR|DEBUG|CRITICAL)[: ]|[WE]\d{4} |_{5,}|Exit code:|FAILED |PASSED )")
-
-
-def is_exception_type(name: str) -> bool:
-    if not name or len(name) > 120 or name.startswith(".") or name.endswith("."):
-        return False
-    short = re.split(r"\.|::", name)[-1].lstrip("_")
-    if not short or not (short[0].isupper() or "::" in name):
-        return False
-    return short.endswith(_EXC_SUFFIXES) or short in _BARE_NAMES or ("." in name and short[0].isupper()
-                                                                      and name.split(".")[0].islower()) \
-        or "::" in name
-
-
-def exception_line(text: str) -> tuple[str, str] | None:
-    m = EXC_LINE.match(text)
-    if not m or not is_exception_type(m.group("type")):
-        return None
-    return m.group("type"), (m.group("msg") or "").strip()
 
 
 def unmarked(text: str) -> str:
@@ -97,7 +71,7 @@ def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
             j += 1
             if j < n and lines[j].text.strip() and not FRAME.match(lines[j].text) \
                     and (_indent(lines[j].text) > _indent(text) or not exception_line(lines[j].text)) \
-                    and not TB_START.search(lines[j].text):
+                    and not TRACEBACK_HEADER.search(lines[j].text):
                 j += 1
             while j < n and lines[j].text.strip() and _CARET.match(lines[j].text):
                 j += 1
@@ -127,7 +101,7 @@ def message_lines(lines: list[Line], j: int, first: str, limit: int = 40) -> tup
                 blank_ok = False
                 continue
             break
-        if TB_START.search(text):
+        if TRACEBACK_HEADER.search(text):
             message = "\n".join(parts).strip()
             return message, j, bool(_EMBEDDED.search(text) or _EMBEDDED.search(message))
         if SEPARATOR.match(text):
@@ -173,7 +147,7 @@ def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError
     while i < n:
         text = stream[i].text
         headerless = bool(FRAME.match(text))
-        if headerless or TB_START.search(text):
+        if headerless or TRACEBACK_HEADER.search(text):
             start = i
             found = None
             if headerless or _TB_STANDARD.search(text):
@@ -183,7 +157,7 @@ def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError
                 # Unprefixed junk from another process may sit between the frames and the error line.
                 while k < n and k <= j + 4:
                     found = _pasted_exception_line(stream[k].text)
-                    if found or TB_START.search(stream[k].text):
+                    if found or TRACEBACK_HEADER.search(stream[k].text):
                         break
                     k += 1
                 if not found and frames and not headerless and not any(ln.text.strip() for ln in stream[j:]):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 from rootcause.tools.core.errors import UsageError
+from rootcause.tools.observe.logs.traceback_lines import exception_named, short_name
 
 if TYPE_CHECKING:
     from rootcause.tools.observe.diagnosis import Diagnosis
@@ -25,10 +26,10 @@ MAX_EXPECT = 2_000
 EXPECT_TEXT = ("A text or regex the expected failure shows (e.g. \"KeyError: 'console_scripts'\"); a run failing "
                "otherwise is a different failure.")
 """The first sentence of every tool's `expect` description (one entry in the tool list's glossary)."""
-_EXCEPTION_NAME = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Interrupt|Warning))\b")
+_EXCEPTION_NAME = exception_named()
 _GENERIC = {"python_exception", "test_failure"}
 _CLOSE = [{"hang", "distributed_error"}, {"nonfinite", "gradient_explosion"}]
-_QUOTED_ERROR = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception))\s*:\s*([^\n]+)")
+_QUOTED_ERROR = exception_named("word", "message", warnings=False)
 _WORD = re.compile(r"[a-z_][a-z0-9_]{2,}")
 _GENERIC_TYPES = {"Exception", "Error", "RuntimeError", "ValueError", "TypeError", "AssertionError", "OSError"}
 
@@ -75,8 +76,8 @@ def from_expect(expect: str | None) -> Yardstick | None:
 
 def from_symptom(symptom: str, category: str | None, keywords: list[str]) -> Yardstick | None:
     """A yardstick from a session's symptom, its category and keywords (None when they say nothing)."""
-    types = list(dict.fromkeys(m.group(1).rsplit(".", 1)[-1] for m in _EXCEPTION_NAME.finditer(symptom)))
-    messages = {m.group(1).rsplit(".", 1)[-1]: m.group(2).strip() for m in _QUOTED_ERROR.finditer(symptom)}
+    types = list(dict.fromkeys(short_name(m.group("type")) for m in _EXCEPTION_NAME.finditer(symptom)))
+    messages = {short_name(m.group("type")): m.group("message").strip() for m in _QUOTED_ERROR.finditer(symptom)}
     if not types and (not category or category in _GENERIC) and not keywords:
         return None
     return Yardstick(source="session", text=symptom, category=category, keywords=keywords, exception_types=types,

@@ -19,6 +19,7 @@ from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_run
 from rootcause.tools.observe.diagnosis import signature as sig
 from rootcause.tools.observe.evidence.expect import Yardstick, matches
 from rootcause.tools.observe.evidence.metric_yardstick import MetricReading, MetricYardstick, read_run
+from rootcause.tools.observe.logs.traceback_lines import TRACEBACK
 from rootcause.tools.run import Outcome, RunRecord, read_output
 
 RunOutcome = Outcome | Literal["inconclusive"]
@@ -31,7 +32,6 @@ _FATAL_AT_EXIT_0 = {"nonfinite", "host_oom", "cuda_oom", "crash", "cuda_error", 
 # A cheap first look at head and tail: only output that could show a failure is read in full.
 _SUSPECT = re.compile(r"\bnan\b|\binf(?:inity)?\b|Traceback|Error|Killed|SIG[A-Z]{2,}|exitcode|Fatal|Root Cause",
                       re.IGNORECASE)
-_TRACEBACK = "Traceback (most recent call last)"
 _TRACEBACK_TAIL_LINES = 40
 _NONFINITE_METRICS = re.compile(r"loss|norm", re.IGNORECASE)
 _PY_PATH = re.compile(r"(?<![\w./])((?:/|(?:\.\./)+)[^\s\"'():,<>]+\.py)\b")  # absolute, or ../ (pytest's)
@@ -153,7 +153,7 @@ def _nonfinite(record: RunRecord, root: Path) -> tuple[str, int, str] | None:
 
 
 def _traceback_ends_output(text: str) -> bool:
-    at = text.rfind(_TRACEBACK)
+    at = text.rfind(TRACEBACK)
     return at >= 0 and text.count("\n", at) <= _TRACEBACK_TAIL_LINES
 
 
