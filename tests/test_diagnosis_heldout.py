@@ -43,7 +43,8 @@ def _limits(folder: Path) -> tuple[float, float, float]:
 def test_heldout_labels_are_complete(scored: tuple[Path, list[dict], Score]) -> None:
     folder, items, _ = scored
     assert {item["file"] for item in items} == {path.name for path in folder.glob("*.log")}
-    assert {item["category"] for item in items} == set(CATEGORIES)
+    # metric_regression is a verdict on a run judged by a metric or reference yardstick, never read from a log alone
+    assert {item["category"] for item in items} == set(CATEGORIES) - {"metric_regression"}
     assert all(item.get("source") and item.get("note") for item in items)
     near: dict[str, int] = {}
     for item in items:
