@@ -46,7 +46,7 @@ class ReproduceInput(RunFields):
     run that exits 0 fails when its numbers hold the condition and is inconclusive when its output lacks them.
     A failing command is a successful call. Phase 1 of the protocol."""
 
-    runs: int = Field(2, ge=1, le=MAX_RUNS)
+    runs: int = Field(2, ge=1, le=MAX_RUNS, description=f"How many runs, 1..{MAX_RUNS}.")
     expect: str | None = Field(None, description=f"{EXPECT_TEXT} Default with a session: the session's symptom (its "
                                                  "category and keywords) is the yardstick.")
     session_id: str | None = Field(None, description="Session to record the result in (advances Phase 1).")
