@@ -298,7 +298,7 @@ def _check_log_path(spec: ToolSpec, name: str, raw: str, ctx: Any) -> None:
     _, input_model, _ = spec.load()
     positional = main_argument(input_model) == name
     try:
-        ctx.workspace.resolve(raw, what=name.upper() if positional else _flag(name))
+        ctx.workspace.resolve(raw, what=_flag(name))
     except UsageError as exc:
         spelled = "-" if positional else f"{_flag(name)} -"
         message = str(exc).removesuffix(f" Hint: {exc.hint}") if exc.hint else str(exc)

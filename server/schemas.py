@@ -347,8 +347,10 @@ def describe(prop: dict[str, Any], schema: dict[str, Any], sizes: bool = False) 
              "null": "null", "object": "an object", "array": "a list"}
     text = words.get(kinds, "a value")
     if kinds == "array" and isinstance(prop.get("items"), dict):
-        most = f"at most {prop['maxItems']:,} " if sizes and "maxItems" in prop else ""
-        text = f"a list of {most}{_plural(describe(prop['items'], schema, sizes))}"
+        if sizes and "maxItems" in prop:
+            text = f"a list of at most {prop['maxItems']:,} entries, each {describe(prop['items'], schema, sizes)}"
+        else:
+            text = f"a list of {_plural(describe(prop['items'], schema))}"
     if kinds == "object" and isinstance(prop.get("additionalProperties"), dict):
         text = f"an object of NAME: {describe(prop['additionalProperties'], schema, sizes)}"
     if sizes and kinds == "string" and "maxLength" in prop:

@@ -51,7 +51,7 @@ async def test_every_string_and_list_argument_states_its_limit(repo: Path) -> No
     # objects several tools share are spelled out once, in the instructions: their text fields state limits too
     slurm = next(line for line in glossary.splitlines() if line.startswith("- slurm: "))
     assert "partition (text of at most 4,096 characters)" in slurm
-    assert "extra_args (a list of at most 32 text of at most 4,096 characters)" in slurm
+    assert "extra_args (a list of at most 32 entries, each text of at most 4,096 characters)" in slurm
 
 
 async def test_a_3_000_000_character_command_is_refused_while_other_requests_are_answered(repo: Path) -> None:
