@@ -92,10 +92,10 @@ def _add_field(parser: argparse.ArgumentParser, name: str, field: Any, main: boo
     required = " (required)" if field.is_required() else ""
     help_text = (render(field.description or "", "cli", names) + _default_text(field) + required).replace("%", "%%")
     if main:
-        # positionally too: `rootcause reproduce CMD`, `... diagnose-log PATH` (`-` or nothing: standard input)
-        choices = [str(c) for c in typing.get_args(kind)] if origin is typing.Literal else None
-        parser.add_argument(name, nargs="?", default=argparse.SUPPRESS, action=_Once, choices=choices,
-                            metavar=name.upper(), help=f"{help_text} (or {_flag(name)})")
+        # positionally too: `rootcause reproduce CMD`, `... diagnose-log PATH` (`-` or nothing: standard input).
+        # No argparse choices here (it would check them against the absent default): the model names them.
+        parser.add_argument(name, nargs="?", default=argparse.SUPPRESS, action=_Once, metavar=name.upper(),
+                            help=f"{help_text} (or {_flag(name)})")
     if _text_or_json(kind):
         parser.add_argument(_flag(name), dest=name, default=None, action=_Once,
                             help=f"{help_text} (text, or JSON list/object)")

@@ -95,6 +95,11 @@ def test_each_subcommand_takes_its_main_argument_positionally(repo: Path) -> Non
     assert rootcause(repo, "check-constraints", "--symptom", "CUDA out of memory").stdout == by_symptom.stdout
     twice = rootcause(repo, "diagnose-log", "job.log", "--path", "job.log")
     assert twice.returncode == 2 and "--path is given twice" in twice.stderr
+    for form in (["capture-knowledge", "none"], ["capture-knowledge", "--kind", "none"]):  # a choice as main argument
+        done = rootcause(repo, *form, "--body", "config typo only")
+        assert done.returncode == 0 and "no new knowledge to capture" in done.stdout, done.stderr
+    wrong = rootcause(repo, "capture-knowledge", "sideways")
+    assert wrong.returncode == 2 and "--kind takes one of 'constraint'" in wrong.stderr, wrong.stderr
 
 
 def test_one_positional_per_subcommand_and_the_same_options_everywhere() -> None:
