@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import socket
 import subprocess
 import time
@@ -99,9 +100,13 @@ def _serve_and_read_url(root: Path, *args: str, token: str | None = None) -> tup
                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     assert proc.stderr is not None
-    line = proc.stderr.readline()
+    ready, _, _ = select.select([proc.stderr], [], [], 30)
+    line = proc.stderr.readline() if ready else ""
     match = re.search(r"at (http://\S+/mcp) ", line)
-    assert match, line
+    if not match:
+        proc.kill()
+        proc.wait(10)
+        raise AssertionError(f"serve printed no URL within 30 s: {line!r}")
     return proc, match.group(1)
 
 
