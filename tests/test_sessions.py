@@ -102,7 +102,7 @@ def test_session_state_and_start_result_share_the_triage_fields(repo: Path) -> N
     from rootcause.tools.engines.start_session import StartSessionResult
     from rootcause.tools.record.store import SessionState, Triage
 
-    triage_fields = {"path", "reasons", "category", "keywords", "checklists"}
+    triage_fields = {"path", "reasons", "category", "category_basis", "negated", "keywords", "checklists"}
     assert set(Triage.model_fields) == triage_fields
     for model in (SessionState, StartSessionResult):
         assert issubclass(model, Triage) and triage_fields <= set(model.model_fields)
