@@ -43,6 +43,37 @@ class StackSummary(BaseModel):
         return f"{who}: {waits}{at} (innermost: {inner})"
 
 
+class CollectiveCall(BaseModel):
+    """One flight-recorder entry: `collective_seq_id`, the op (`all_reduce`), input sizes, state."""
+    seq: int
+    op: str
+    sizes: list[list[int]] = Field(default_factory=list)
+    state: str | None = None
+
+    def describe(self) -> str:
+        shapes = ", ".join("x".join(str(n) for n in size) for size in self.sizes)
+        return f"{self.op}({shapes})" if shapes else self.op
+
+
+class RankCollectives(BaseModel):
+    """A rank's place in one process group: the last collective it completed and the last it entered."""
+    rank: int
+    group: str
+    last_completed: CollectiveCall | None = None
+    last_entered: CollectiveCall | None = None
+    node: str | None = None
+    call_site: str | None = None
+
+
+class CollectiveMismatch(BaseModel):
+    """The first collective of a group the ranks disagree on and the ranks that caused it."""
+    group: str
+    seq: int
+    ops: dict[str, str] = Field(default_factory=dict)
+    missing_ranks: list[int] = Field(default_factory=list)
+    culprit_ranks: list[int] = Field(default_factory=list)
+
+
 class Diagnosis(BaseModel):
     category: str
     exception_type: str | None = None
@@ -55,6 +86,8 @@ class Diagnosis(BaseModel):
     stacks: list[StackSummary] = Field(default_factory=list)
     failed_tests: list[str] = Field(default_factory=list)
     excerpt: str = ""
+    collectives: list[RankCollectives] = Field(default_factory=list)
+    mismatch: CollectiveMismatch | None = None
 
     def one_line(self) -> str:
         what = f"{self.exception_type}: {self.message}" if self.exception_type else self.message
