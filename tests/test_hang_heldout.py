@@ -1,0 +1,79 @@
+"""Issue 22's held-out hang reports: real py-spy / faulthandler / watchdog / flight-recorder / gloo logs.
+
+`tests/fixtures/logs/hangs_heldout/` was labelled (category, kind, culprit_ranks, collective, call_site) before any
+engine ran on it. Scored here through `diagnose_file` against an empty root (pasted logs):
+
+- category: the diagnosis' category equals the label's;
+- culprit ranks, for every label that names some: `diagnosis.mismatch.culprit_ranks` when set, else the ranks in
+  `diagnosis.ranks` whose outcome is neither `ok` nor `waiting` (a rank that only waits on the others is not a
+  culprit) equal the label's;
+- shared signatures: the logs whose signature another log of the set also has (no two reports are one bug).
+
+First score (the engine before issue 22's point 4): category 15/35, culprit ranks 3/8, 20 logs sharing a
+signature. Targets: category hang >= 95% of the labels whose category is hang, every named culprit right, none
+sharing a signature.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from rootcause.tools.observe.diagnosis.engine import diagnose_file
+from rootcause.tools.observe.diagnosis.models import Diagnosis
+
+HANGS = Path(__file__).parent / "fixtures" / "logs" / "hangs_heldout"
+NOT_CULPRIT = frozenset({"ok", "waiting", "summary"})
+
+
+def culprits(diagnosis: Diagnosis) -> list[int]:
+    """The ranks a diagnosis names as the cause."""
+    if diagnosis.mismatch is not None and diagnosis.mismatch.culprit_ranks:
+        return sorted(diagnosis.mismatch.culprit_ranks)
+    return sorted(int(rank) for rank, info in diagnosis.ranks.items()
+                  if rank.isdigit() and info.outcome not in NOT_CULPRIT)
+
+
+def _labels() -> list[dict]:
+    return yaml.safe_load((HANGS / "labels.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def scored() -> dict[str, tuple[dict, Diagnosis]]:
+    with tempfile.TemporaryDirectory() as empty:
+        return {item["file"]: (item, diagnose_file(HANGS / item["file"], Path(empty))) for item in _labels()}
+
+
+def test_labels_cover_the_folder() -> None:
+    items = _labels()
+    assert {item["file"] for item in items} == {p.name for p in HANGS.glob("*.log")}
+    assert len(items) >= 25 and all(item.get("source") and item.get("kind") for item in items)
+
+
+def test_hang_heldout_score(scored: dict[str, tuple[dict, Diagnosis]]) -> None:
+    category = [(item, d) for item, d in scored.values()]
+    right = [item["file"] for item, d in category if d.category == item["category"]]
+    hangs = [(item, d) for item, d in category if item["category"] == "hang"]
+    hang_right = sum(d.category == "hang" for _, d in hangs)
+    named = [(item, d) for item, d in category if item.get("culprit_ranks")]
+    culprit_right = [item["file"] for item, d in named if culprits(d) == sorted(item["culprit_ranks"])]
+    counts = Counter(d.signature for _, d in category)
+    shared = sorted(item["file"] for item, d in category if counts[d.signature] > 1)
+    print(f"\nhangs_heldout: category {len(right)}/{len(category)}, hang {hang_right}/{len(hangs)}, "
+          f"culprit ranks {len(culprit_right)}/{len(named)}, {len(shared)} logs sharing a signature")
+    for item, d in category:
+        marks = []
+        if d.category != item["category"]:
+            marks.append(f"category {d.category} (want {item['category']})")
+        if item.get("culprit_ranks") and item["file"] not in culprit_right:
+            marks.append(f"culprits {culprits(d)} (want {item['culprit_ranks']})")
+        if counts[d.signature] > 1:
+            marks.append(f"shared signature {d.signature[:120]}")
+        if marks:
+            print(f"  {item['file']}: " + "; ".join(marks))
+    assert hang_right >= 0.95 * len(hangs)
+    assert len(culprit_right) == len(named)
+    assert not shared
