@@ -5,8 +5,8 @@ engine ran on it. Scored here through `diagnose_file` against an empty root (pas
 
 - category: the diagnosis' category equals the label's;
 - culprit ranks, for every label that names some: `diagnosis.mismatch.culprit_ranks` when set, else the ranks in
-  `diagnosis.ranks` whose outcome is neither `ok` nor `waiting` (a rank that only waits on the others is not a
-  culprit) equal the label's;
+  `diagnosis.ranks` whose outcome is not `ok`, `hang` (its own wait or watchdog timed out) or `waiting` (it only
+  saw another rank's timeout) equal the label's: a rank that waits on the others is not their culprit;
 - shared signatures: the logs whose signature another log of the set also has (no two reports are one bug).
 
 First score (the engine before issue 22's point 4): category 15/35, culprit ranks 3/8, 20 logs sharing a
@@ -26,7 +26,7 @@ from rootcause.tools.observe.diagnosis.engine import diagnose_file
 from rootcause.tools.observe.diagnosis.models import Diagnosis
 
 HANGS = Path(__file__).parent / "fixtures" / "logs" / "hangs_heldout"
-NOT_CULPRIT = frozenset({"ok", "waiting", "summary"})
+NOT_CULPRIT = frozenset({"ok", "hang", "waiting", "summary"})
 
 
 def culprits(diagnosis: Diagnosis) -> list[int]:
