@@ -180,7 +180,7 @@ def test_signature_numbers_are_whole_tokens_and_identifiers_keep_digits(tmp_path
     assert one.category == "test_failure" and one.signature == two.signature
 
 
-def test_only_frames_inside_the_root_or_its_packages_count(tmp_path: Path) -> None:
+def test_the_call_site_is_the_reporters_code_on_any_machine(tmp_path: Path) -> None:
     (tmp_path / "mypkg").mkdir()
     (tmp_path / "mypkg" / "__init__.py").write_text("")
     (tmp_path / "mypkg" / "model.py").write_text("# model\n")
@@ -188,8 +188,18 @@ def test_only_frames_inside_the_root_or_its_packages_count(tmp_path: Path) -> No
            '  File "/opt/conda/lib/python3.11/site-packages/{pkg}/model.py", line 40, in forward\n    return f(x)\n'
            "ValueError: bad width 7\n")
     ann = diagnose_text(log.format(who="ann", script="train", pkg="mypkg"), tmp_path)
+    ann_elsewhere = diagnose_text(log.format(who="ann2", script="train", pkg="mypkg"), tmp_path)
     bob = diagnose_text(log.format(who="bob", script="run_clm", pkg="mypkg"), tmp_path)
-    assert ann.signature == bob.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|model:forward"
+    # The root's installed package is in-app; another machine's script is the reporter's own code too.
+    assert ann.signature == ann_elsewhere.signature
+    assert ann.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|train:main>model:forward"
+    assert bob.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|run_clm:main>model:forward"
+    assert ann.group == bob.group == f"{SIGNATURE_VERSION}|ValueError|bad width <n>"
     assert ann.location == "mypkg/model.py:40"
+    # An installed package that is not the root's is a library: the reporter's frame alone is the call site.
     other = diagnose_text(log.format(who="ann", script="train", pkg="otherpkg"), tmp_path)
-    assert other.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|" and other.location is None
+    assert other.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|train:main" and other.location is None
+    # No in-app frame at all: the innermost library frames stand in, as package.module:function.
+    lib = diagnose_text(log.format(who="ann", script="train", pkg="otherpkg").replace("/home/ann/train.py",
+                                   "/usr/lib/python3.11/runpy.py"), tmp_path)
+    assert lib.signature == f"{SIGNATURE_VERSION}|ValueError|bad width <n>|runpy:main>otherpkg.model:forward"

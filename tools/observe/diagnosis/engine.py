@@ -23,7 +23,7 @@ from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
 from rootcause.tools.observe.diagnosis.series import find_spike
 from rootcause.tools.observe.diagnosis.stacks import main_frames, stacks_in_log, summarise
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
-from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates
+from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates, kept_words
 from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
 from rootcause.tools.observe.diagnosis.tracebacks import message_lines, parse_tracebacks, unmarked
 from rootcause.tools.observe.keywords import extract_keywords
@@ -406,7 +406,8 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
     return shown
 
 
-def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundError | None, root: Path) -> str:
+def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundError | None,
+                    root: Path) -> sig.Identity:
     """A hang is identified by the collectives processes wait in and where the project's code stands."""
     if error is not None:
         return _error_signature(error, root)
@@ -416,7 +417,7 @@ def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundEr
         frames = frame_names.mark(main_frames(text), root)
         if any(f.in_project for f in frames):
             places.update(frame_names.signature_frames(frames, root, count=1))
-    return sig.build("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", sorted(places)[:4])
+    return sig.identity("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", sorted(places)[:4])
 
 
 def _in_root(root: Path, name: str) -> bool:
@@ -448,22 +449,23 @@ def _wrapper_prefix_mismatch(message: str) -> str | None:
     return max(prefixes, key=prefixes.__getitem__)
 
 
-def _error_signature(error: FoundError, root: Path) -> str:
+def _error_signature(error: FoundError, root: Path) -> sig.Identity:
+    site = frame_names.call_site(error.frames, root)
     prefix = _wrapper_prefix_mismatch(error.message)
     if prefix:
-        return sig.build(f"state-dict wrapper-prefix {prefix}", "", frame_names.signature_frames(error.frames, root))
+        return sig.identity(f"state-dict wrapper-prefix {prefix}", "", site)
     if error.template:
         template = error.template
         if template.startswith("fatal-python-error") and error.frames and error.frames[-1].function:
             # A crash says nothing but its signal: the function it died in (a library's, the same on every
             # machine) is what tells two crashes apart.
             template += f" in {error.frames[-1].function}"
-        return sig.build(template, "", frame_names.signature_frames(error.frames, root))
+        return sig.identity(template, kept_words(error.type, error.message), site)
     canonical = canonical_identity(sig.first_sentence(error.message), error.message)
     if canonical:
         # The error names a C++ failure whose Python wrapper varies by version (RuntimeError, DistBackendError).
-        return sig.build(canonical, "", frame_names.signature_frames(error.frames, root))
-    return sig.build(error.short_type, error.message, frame_names.signature_frames(error.frames, root))
+        return sig.identity(canonical[0], canonical[1], site)
+    return sig.identity(error.short_type, error.message, site)
 
 
 def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary]) -> list[str]:
@@ -540,17 +542,17 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if not summaries and category == "hang":
         summaries = stacks_in_log(text, root)  # a hung job's log with the dumps its processes wrote
     if category == "hang":
-        signature = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)
+        found = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)
     elif error is not None:
-        signature = _error_signature(error, root)
+        found = _error_signature(error, root)
     elif signal:
-        signature = sig.build(f"signal {_SIGNAL_NAMES.get(signal, signal)}", "", [])
+        found = sig.identity(f"signal {_SIGNAL_NAMES.get(signal, signal)}", "", [])
     else:
         # Nothing raised: a failed exit is told by the last line that reads as an error, if any; a passing or
         # error-free log has one stable signature (its last line is whatever the program printed last).
         said = said_line or (_last_error_line(lines) if exit_code else "")
-        signature = sig.build(f"exit {exit_code}" if exit_code is not None else
-                              ("error-line" if said_line else "no-error"), said, [])
+        found = sig.identity(f"exit {exit_code}" if exit_code is not None else
+                             ("error-line" if said_line else "no-error"), said, [])
     location = None
     for frame in reversed(frames):
         if frame.in_project:
@@ -576,7 +578,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         exception_type=error.type if error and error.source != "template" else (error.type if error else None),
         message=bounded(message, 2_000),
         keywords=_keywords(error, category, summaries),
-        signature=signature,
+        signature=found.signature,
+        group=found.group,
         location=location,
         frames=frames,
         ranks=_ranks(lines, errors, report, summaries, in_test, error),

@@ -7,6 +7,11 @@ an installed copy counts when its module belongs to one of the root's packages
 frames (site-packages, the standard library, frozen and generated code) and other
 machines' files never count: a log pasted from elsewhere is identified by its message.
 Signatures name frames `stem:function`, without directories or line numbers.
+
+A signature's call site (call_site) reads frames as in-app (DESIGN, "Signature (v3)"): the
+reporter's own code on whatever machine, i.e. any frame that is not the standard library, an
+install (site-packages, conda, pyenv), generated code, or a framework's package
+(data/frameworks.yaml) checked out from source; frames under the root are in-app always.
 """
 
 from __future__ import annotations
@@ -15,7 +20,11 @@ import re
 from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
+import yaml
 from rootcause.tools.observe.diagnosis.models import Frame
+
+FRAMEWORKS: frozenset[str] = frozenset(
+    yaml.safe_load((Path(__file__).parent / "data" / "frameworks.yaml").read_text(encoding="utf-8")))
 
 _LIBRARY = re.compile(r"site-packages|dist-packages|/lib/python\d|/lib64/python\d|\\lib\\|<frozen |^<|"
                       r"/usr/lib/|/usr/local/lib/|/opt/conda/lib/|/\.pyenv/versions/|importlib|"
@@ -128,6 +137,63 @@ def signature_frames(frames: list[Frame], root: Path, count: int = 2) -> list[st
         # Qualified names (py-spy, IPython: `Class.method`, `f.<locals>.g`) reduce to the plain function name.
         function = (frame.function or "?").rsplit(".", 1)[-1]
         name = f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{function}"
+        if name not in names:
+            names.append(name)
+        if len(names) == count:
+            break
+    return list(reversed(names))
+
+
+_LIBRARY_MODULES = (re.compile(r"(?:site-packages|dist-packages)/(?P<module>.+?)\.py$"),
+                    re.compile(r"/lib(?:64)?/python[\d.]+/(?P<module>.+?)\.py$"))
+_FROZEN = re.compile(r"^<frozen (?P<module>[\w.]+)>$")
+_PACKAGE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+
+
+def _framework_module(path: str) -> str | None:
+    """`megatron.core.pipeline_parallel.schedules` for a file inside a framework's package, wherever it lies."""
+    parts = PurePosixPath(path).parts[:-1]
+    for i, part in enumerate(parts):
+        # A top-level package only: a checkout (`Megatron-LM/megatron/`, `transformers/src/transformers/`), not a
+        # project's own subpackage of that name (`labml_nn/transformers/`).
+        if part in FRAMEWORKS and (i == 0 or parts[i - 1] in (part, "src", "lib")
+                                   or not _PACKAGE_NAME.fullmatch(parts[i - 1])):
+            return ".".join([*parts[i:], PurePosixPath(path).stem])
+    return None
+
+
+def in_app(frame: Frame, root: Path) -> bool:
+    """The reporter's own code, from this machine or another (module docstring)."""
+    if frame.in_project:
+        return True
+    path = frame.file.replace("\\", "/")
+    if not path or path.startswith("<"):
+        return path.startswith("<ipython-input")
+    return not is_library(path) and _framework_module(path) is None
+
+
+def _function(frame: Frame) -> str:
+    # Qualified names (py-spy, IPython: `Class.method`, `f.<locals>.g`) reduce to the plain function name.
+    return (frame.function or "?").rsplit(".", 1)[-1]
+
+
+def library_name(frame: Frame) -> str:
+    """A library frame as `package.module:function` (`torch.nn.functional:linear`, `threading:wait`)."""
+    path = frame.file.replace("\\", "/")
+    m = next((m for p in _LIBRARY_MODULES if (m := p.search(path))), None) or _FROZEN.match(path)
+    module = m.group("module").replace("/", ".") if m else _framework_module(path) or PurePosixPath(path).stem
+    return f"{re.sub(r'[.]__init__$', '', module)}:{_function(frame)}"
+
+
+def call_site(frames: list[Frame], root: Path, count: int = 3) -> list[str]:
+    """Where a failure happens, innermost last: the innermost `count` in-app frames as `stem:function`; with no
+    in-app frame, the innermost library frames as `package.module:function`."""
+    named = [f for f in frames if (f.function or "") not in _ANONYMOUS]
+    mine = [f for f in named if in_app(f, root)]
+    names: list[str] = []
+    for frame in reversed(mine or named):
+        name = (f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{_function(frame)}" if mine
+                else library_name(frame))
         if name not in names:
             names.append(name)
         if len(names) == count:

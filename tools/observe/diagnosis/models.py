@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-SIGNATURE_VERSION = "v2"
+SIGNATURE_VERSION = "v3"
+
+
+def group_of(signature: str) -> str:
+    """The group a signature begins with (`v3|type|sentence|call site`: the call site never holds a `|`)."""
+    return signature.rsplit("|", 1)[0] if signature.count("|") >= 3 else signature
 
 
 class Frame(BaseModel):
@@ -80,6 +85,10 @@ class Diagnosis(BaseModel):
     message: str = ""
     keywords: list[str] = Field(default_factory=list)
     signature: str
+    group: str = ""
+    """What the bug is (signature without its call site); DESIGN's "Signature (v3: two levels)"."""
+    evidence: list[str] = Field(default_factory=list)
+    """What the diagnosis rests on: exception | template | metrics | stack_dump | keywords."""
     location: str | None = None
     frames: list[Frame] = Field(default_factory=list)
     ranks: dict[str, RankInfo] = Field(default_factory=dict)
@@ -88,6 +97,12 @@ class Diagnosis(BaseModel):
     excerpt: str = ""
     collectives: list[RankCollectives] = Field(default_factory=list)
     mismatch: CollectiveMismatch | None = None
+
+    @model_validator(mode="after")
+    def _group(self) -> Diagnosis:
+        if not self.group:
+            self.group = group_of(self.signature)
+        return self
 
     def one_line(self) -> str:
         what = f"{self.exception_type}: {self.message}" if self.exception_type else self.message

@@ -1,11 +1,12 @@
 """How far to trust a diagnosis: category accuracy and signature agreement on labelled real logs.
 
 A labelled set is a folder with logs and a `labels.yaml` listing `{file, category, group?,
-exception_type?}`. Logs sharing a `group` are one bug: they must share a signature (same-bug
-pairs). Two logs of different bugs (different or no group) that raise the same exception
-type (the label's `exception_type`, else the diagnosed one) and belong to one category are a
-near miss: they must not share one. Labels may name near misses explicitly instead: logs sharing
-a `near_miss` key (and not a group) are the set's only near-miss pairs.
+exception_type?}`. Logs sharing a `group` are one bug: they must share the diagnosis' group
+(same-bug pairs). Two logs of different bugs (different or no group) that raise the same
+exception type (the label's `exception_type`, else the diagnosed one) and belong to one
+category are a near miss: they must not share a signature (the group and the call site).
+Labels may name near misses explicitly instead: logs sharing a `near_miss` key (and not a
+group) are the set's only near-miss pairs.
 
     python -m rootcause.tools.observe.diagnosis.scoreboard [FOLDER ...]
     (default: the corpus, heldout/ and retired/batch*)
@@ -22,7 +23,7 @@ from pathlib import Path
 import yaml
 from rootcause.tools.observe.diagnosis.engine import diagnose_file
 from rootcause.tools.observe.diagnosis.frames import is_library
-from rootcause.tools.observe.diagnosis.models import Diagnosis
+from rootcause.tools.observe.diagnosis.models import SIGNATURE_VERSION, Diagnosis
 
 LOGS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "logs"
 DEFAULT_SETS = (LOGS, LOGS / "heldout", *sorted((LOGS / "retired").glob("batch*")))
@@ -35,7 +36,7 @@ class Score:
     """category -> [right, total]"""
     wrong: list[str] = field(default_factory=list)
     same_bug: list[int] = field(default_factory=lambda: [0, 0])
-    """[pairs sharing a signature, same-bug pairs]"""
+    """[pairs sharing a group, same-bug pairs]"""
     near_miss: list[int] = field(default_factory=lambda: [0, 0])
     """[pairs split, near-miss pairs]"""
     disagreements: list[str] = field(default_factory=list)
@@ -81,9 +82,9 @@ def score(folder: Path, root: Path | None = None) -> tuple[Score, dict[str, Diag
             same_sig = da.signature == db.signature
             if a.get("group") and a.get("group") == b.get("group"):
                 result.same_bug[1] += 1
-                result.same_bug[0] += same_sig
-                if not same_sig:
-                    result.disagreements.append(f"same bug, two signatures: {a['file']} / {b['file']}")
+                result.same_bug[0] += da.group == db.group
+                if da.group != db.group:
+                    result.disagreements.append(f"same bug, two groups: {a['file']} / {b['file']}")
                 continue
             if explicit:
                 near = bool(a.get("near_miss")) and a.get("near_miss") == b.get("near_miss")
@@ -122,7 +123,7 @@ def table(scores: list[Score]) -> str:
         cells = [_ratio(s.per_category[category]) if category in s.per_category else "-" for s in scores]
         rows.append(f"| {category} | " + " | ".join(cells) + " |")
     rows.append("| **all categories** | " + " | ".join(f"**{_ratio([s.right, s.total])}**" for s in scores) + " |")
-    rows.append("| same-bug pairs sharing a signature | " + " | ".join(_ratio(s.same_bug) for s in scores) + " |")
+    rows.append("| same-bug pairs sharing a group | " + " | ".join(_ratio(s.same_bug) for s in scores) + " |")
     rows.append("| near-miss pairs split | " + " | ".join(_ratio(s.near_miss) for s in scores) + " |")
     if any(s.frames_only for s in scores):
         rows.append("| of the rest, told apart only by the reporters' own frames | "
@@ -143,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no labels.yaml in {', '.join(map(str, missing))}")
     folders = args.folders or [f for f in DEFAULT_SETS if (f / "labels.yaml").is_file()]
     scores = [score(folder)[0] for folder in folders]
+    print(f"signature {SIGNATURE_VERSION}\n")
     print(table(scores))
     for s in scores:
         if args.verbose and (s.wrong or s.disagreements):

@@ -1,16 +1,20 @@
-"""The signature: a versioned, machine-independent identity of a failure.
+"""A failure's two machine-independent identities (DESIGN, "Signature (v3: two levels)").
 
-`<version>|<exception type or template>|<first sentence of the message, parameterised>|
-<innermost project frames>`. Parameterising removes what changes between two
-occurrences of one bug: numbers, hex addresses, paths, hosts and ports, shapes, sizes,
+group = `<version>|<exception type or template>|<first sentence of the message, parameterised>`:
+what the bug is. signature = `<group>|<call site>`: where it happens, the innermost in-app
+frames as `module:function` (frames.call_site). Parameterising removes what changes between
+two occurrences of one bug: numbers, hex addresses, paths, hosts and ports, shapes, sizes,
 pids, ranks, timestamps.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-from rootcause.tools.observe.diagnosis.models import SIGNATURE_VERSION
+from rootcause.tools.observe.diagnosis.models import SIGNATURE_VERSION, group_of
+
+__all__ = ["SIGNATURE_VERSION", "Identity", "build", "first_sentence", "group_of", "identity", "parameterise"]
 
 # Wrappers' components of a parameter's name: DDP's and DataParallel's `module.`, torch.compile's `_orig_mod.`,
 # FSDP's and activation checkpointing's, PEFT's `base_model.model.`, `base_layer.`, `modules_to_save.default.`.
@@ -106,6 +110,19 @@ def _balanced(head: str) -> str:
     return head
 
 
+class Identity(NamedTuple):
+    group: str
+    """What the bug is: version, type or template, parameterised first sentence."""
+    signature: str
+    """Where it happens: the group and the call site."""
+
+
+def identity(kind: str, message: str, call_site: list[str]) -> Identity:
+    """Both identities of a failure; call_site is innermost last, as `module:function` (frames.call_site)."""
+    group = "|".join([SIGNATURE_VERSION, kind or "unknown", parameterise(first_sentence(message))[:240]])
+    return Identity(group, f"{group}|{'>'.join(call_site)}")
+
+
 def build(kind: str, message: str, frames: list[str]) -> str:
-    template = parameterise(first_sentence(message))[:240]
-    return "|".join([SIGNATURE_VERSION, kind or "unknown", template, ">".join(frames)])
+    """The signature alone (identity(...).signature)."""
+    return identity(kind, message, frames).signature

@@ -41,6 +41,9 @@ class Template:
     canonical_whole: bool = False
     """`canonical: whole`: searched in the whole message, not only its first sentence, and tried first (NCCL's
     "Last error: Cuda failure 'out of memory'" lines name which CUDA failure an "unhandled cuda error" was)."""
+    keep_message: bool = False
+    """Its group keeps the words it matched (`CUDA out of memory`, `CUDA error: out of memory`): the identity
+    alone does not tell two failures of its kind apart."""
 
 
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
@@ -79,7 +82,7 @@ def load_templates(path: Path = DATA) -> tuple[Template, ...]:
             entry["name"], re.compile("|".join(pattern) if isinstance(pattern, list) else pattern, flags),
             None if category in (None, "none") else category, _identity(entry["identity"], entry.get("drop")),
             bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical")),
-            entry.get("canonical") == "whole"))
+            entry.get("canonical") == "whole", bool(entry.get("keep_message"))))
     return tuple(templates)
 
 
@@ -87,14 +90,23 @@ TEMPLATES: tuple[Template, ...] = load_templates()
 
 
 PRECURSORS = frozenset(t.name for t in TEMPLATES if t.precursor)
+_BY_NAME = {t.name: t for t in TEMPLATES}
+
+
+def kept_words(name: str, message: str) -> str:
+    """The words a keep_message template matched in a message ('' for any other template)."""
+    template = _BY_NAME.get(name)
+    m = template.pattern.search(message) if template is not None and template.keep_message else None
+    return m.group(0) if m else ""
 _CANONICAL = tuple(t for t in TEMPLATES if t.canonical and not t.canonical_whole)
 _CANONICAL_WHOLE = tuple(t for t in TEMPLATES if t.canonical_whole)
 
 
-def canonical_identity(sentence: str, message: str = "") -> str | None:
-    """The identity of a C++ error named in an exception's first sentence (or anywhere in its message)."""
+def canonical_identity(sentence: str, message: str = "") -> tuple[str, str] | None:
+    """The identity of a C++ error named in an exception's first sentence (or anywhere in its message), and
+    the words its group keeps (keep_message; else '')."""
     found = canonical_match(sentence, message)
-    return found[0].identity(found[1]) if found else None
+    return (found[0].identity(found[1]), found[1].group(0) if found[0].keep_message else "") if found else None
 
 
 def canonical_match(sentence: str, message: str = "") -> tuple[Template, re.Match[str]] | None:
