@@ -37,13 +37,16 @@ class StackSummary(BaseModel):
     """The innermost frame inside the root (`file:line`, relative to the root): the project's line waiting."""
     node: str | None = None
     """The Slurm node the process ran on (a run through launcher='slurm')."""
+    call_site: str | None = None
+    """The innermost user frame (`module:function`, any machine); a library frame when the stack has none."""
 
     def describe(self) -> str:
         """`rank 1: waits in all_reduce at train.py:42 (innermost: ...)`: the project's line first."""
         who = f"rank {self.rank}" if self.rank is not None else f"pid {self.pid}" if self.pid else "process"
         who += f" on {self.node}" if self.node else ""
         waits = f"waits in {self.collective}" if self.collective else "stands"
-        at = f" at {self.user_frame}" if self.user_frame else ""
+        place = self.user_frame or self.call_site
+        at = f" at {place}" if place else ""
         inner = self.frames[-1] if self.frames else "?"
         return f"{who}: {waits}{at} (innermost: {inner})"
 
