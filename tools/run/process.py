@@ -25,6 +25,7 @@ from rootcause.tools.core.context import AMBIENT_PROGRESS, ProgressSink, _no_pro
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.run.command import new_run_id, resolve_program
+from rootcause.tools.run.flight_recorder import count_dumps, dump_on_hang, recorder_env
 from rootcause.tools.run.reaper import RUN_MARKER, install_term_handler, process_tree, teardown, track
 from rootcause.tools.run.stacks import ProcessStack, capture_stacks
 
@@ -60,6 +61,8 @@ class RunRecord(BaseModel):
     tail: str
     stacks: list[ProcessStack] = Field(default_factory=list)
     env_overrides: dict[str, str] = Field(default_factory=dict)
+    collective_dumps: int = 0
+    """Flight-recorder dumps in the run's flight_recorder/ folder (one per rank that had a process group)."""
 
     @property
     def output(self) -> str:
@@ -109,6 +112,7 @@ async def run_process(
     env = {**os.environ, **spec.env, "PYTHONFAULTHANDLER": "1", "PYTHONUNBUFFERED": "1", RUN_MARKER: run_id}
     program = resolve_program(spec.argv, env, spec.cwd)
     folder = workspace.state_dir("runs", run_id)
+    env.update(recorder_env(env, folder))
     log_path = folder / "log.txt"
     (folder / "meta.json").write_text(json.dumps(
         {"run_id": run_id, "argv": spec.argv, "cwd": str(spec.cwd), "label": spec.label,
@@ -149,6 +153,7 @@ async def run_process(
                     timeout_at_byte = size
                     note = f"{spec.label}: {timed_out} timeout after {now - started:.0f}s, capturing stacks"
                     await progress(now - started, spec.timeout_s, note)
+                    await dump_on_hang(folder)
                     stacks = await capture_stacks(process_tree(proc.pid, run_id, started_wall), log_path)
                     break
                 if now - last_progress >= PROGRESS_EVERY_S:
@@ -182,7 +187,7 @@ async def run_process(
         run_id=run_id, argv=spec.argv, cwd=str(spec.cwd), outcome=outcome, exit_code=code, signal=sig,
         duration_s=round(duration, 3), timed_out=timed_out, timeout_at_byte=timeout_at_byte,
         log_path=workspace.relative(log_path), log_bytes=size,
-        head=head, tail=tail, stacks=stacks, env_overrides=spec.env,
+        head=head, tail=tail, stacks=stacks, env_overrides=spec.env, collective_dumps=count_dumps(folder),
     )
     (folder / "record.json").write_text(record.model_dump_json(exclude={"head", "tail"}), encoding="utf-8")
     return record
