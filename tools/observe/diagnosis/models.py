@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
+from rootcause.tools.observe.collectives.models import CollectiveCall, CollectiveMismatch, RankCollectives
+
+__all__ = ["SIGNATURE_VERSION", "CollectiveCall", "CollectiveMismatch", "Diagnosis", "Frame", "RankCollectives",
+           "RankInfo", "StackSummary", "group_of"]
 
 SIGNATURE_VERSION = "v3"
 
@@ -49,37 +53,6 @@ class StackSummary(BaseModel):
         at = f" at {place}" if place else ""
         inner = self.frames[-1] if self.frames else "?"
         return f"{who}: {waits}{at} (innermost: {inner})"
-
-
-class CollectiveCall(BaseModel):
-    """One flight-recorder entry: `collective_seq_id`, the op (`all_reduce`), input sizes, state."""
-    seq: int
-    op: str
-    sizes: list[list[int]] = Field(default_factory=list)
-    state: str | None = None
-
-    def describe(self) -> str:
-        shapes = ", ".join("x".join(str(n) for n in size) for size in self.sizes)
-        return f"{self.op}({shapes})" if shapes else self.op
-
-
-class RankCollectives(BaseModel):
-    """A rank's place in one process group: the last collective it completed and the last it entered."""
-    rank: int
-    group: str
-    last_completed: CollectiveCall | None = None
-    last_entered: CollectiveCall | None = None
-    node: str | None = None
-    call_site: str | None = None
-
-
-class CollectiveMismatch(BaseModel):
-    """The first collective of a group the ranks disagree on and the ranks that caused it."""
-    group: str
-    seq: int
-    ops: dict[str, str] = Field(default_factory=dict)
-    missing_ranks: list[int] = Field(default_factory=list)
-    culprit_ranks: list[int] = Field(default_factory=list)
 
 
 class Diagnosis(BaseModel):
