@@ -54,6 +54,24 @@ def read_dumps(folder: Path) -> dict[str, list]:
     return json.loads(done.stdout)
 
 
+def assert_dumps_as_constructed(folder: Path, want: dict) -> None:
+    """One dump per rank; every rank's collectives 1..seq-1 recorded; at seq the op (and sizes) each rank
+    entered, and nothing for the ranks that never entered it."""
+    dumps = read_dumps(folder)
+    world = want.get("nproc") or want["nodes"] * want["ntasks_per_node"]
+    assert sorted(dumps, key=int) == [str(r) for r in range(world)], sorted(dumps)
+    seq = want["seq"]
+    for rank, entries in dumps.items():
+        assert [e[0] for e in entries[:seq - 1]] == list(range(1, seq)), (rank, entries)
+        at_seq = [e for e in entries if e[0] == seq]
+        if int(rank) in want["missing_ranks"]:
+            assert not at_seq, (rank, entries)  # never entered the collective
+        else:
+            assert at_seq and at_seq[0][1] == want.get("ops", {}).get(rank, want["op"]), (rank, entries)
+            if "sizes" in want:
+                assert at_seq[0][2] == want["sizes"][rank]
+
+
 def torchrun(script: str, nproc: int) -> list[str]:
     return [PY, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", script]
 
@@ -121,19 +139,7 @@ async def test_every_rank_dumps_before_the_kill(tmp_path: Path, script: str) -> 
     ended = time.monotonic()
     assert record.outcome == "hang" and record.timed_out == "idle", record.output[-3000:]
     assert record.collective_dumps == want["nproc"]
-    folder = (tmp_path / record.log_path).parent / DUMP_FOLDER
-    dumps = read_dumps(folder)
-    assert sorted(dumps) == [str(r) for r in range(want["nproc"])]
-    seq = want["seq"]
-    for rank, entries in dumps.items():
-        assert [e[0] for e in entries[:seq - 1]] == list(range(1, seq)), (rank, entries)
-        at_seq = [e for e in entries if e[0] == seq]
-        if int(rank) in want["missing_ranks"]:
-            assert not at_seq, (rank, entries)  # never entered the collective
-        else:
-            assert at_seq and at_seq[0][1] == want.get("ops", {}).get(rank, want["op"]), (rank, entries)
-            if "sizes" in want:
-                assert at_seq[0][2] == want["sizes"][rank]
+    assert_dumps_as_constructed((tmp_path / record.log_path).parent / DUMP_FOLDER, want)
     # The stacks still come after the dumps: every rank's frame is in them.
     assert sum(1 for s in record.stacks if s.rank is not None and s.method != "none") >= want["nproc"]
     detected = next(t for t, note in notes if "timeout after" in note)

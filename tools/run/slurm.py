@@ -38,6 +38,7 @@ from rootcause.tools.core.context import AMBIENT_PROGRESS, ProgressSink, _no_pro
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.run.command import new_run_id, resolve_program
+from rootcause.tools.run.flight_recorder import count_dumps, dump_on_hang
 from rootcause.tools.run.process import RunRecord, RunSpec, run_process
 from rootcause.tools.run.stacks import ProcessStack, _py_spy
 
@@ -113,7 +114,7 @@ class SlurmRunRecord(RunRecord):
     rank_nodes: dict[str, str] = Field(default_factory=dict, description="Rank -> the node it ran on.")
     timings: dict[str, float] = Field(
         default_factory=dict,
-        description="Seconds: submit_to_start, submit_to_first_output, timeout_to_stacks and "
+        description="Seconds: submit_to_start, submit_to_first_output, timeout_to_dumps, timeout_to_stacks and "
                     "timeout_to_job_gone (from the timeout's detection; when measured).")
 
 
@@ -312,6 +313,7 @@ class _Watch(BaseModel):
     stacks: list[ProcessStack] = Field(default_factory=list)
     first_output: float | None = None
     capture_s: float | None = None
+    dumps_s: float | None = None
     gone_after_s: float | None = None
 
 
@@ -349,6 +351,8 @@ async def _watch(spec: RunSpec, state_path: Path, log_path: Path, env: dict[str,
         # watchdog; the stacks and the cancellation must complete first (both are bounded).
         with anyio.CancelScope(shield=True):
             if job_id and state.get("started"):
+                await dump_on_hang(log_path.parent)  # every node's ranks write into the shared run folder
+                watch.dumps_s = round(time.monotonic() - now, 3)
                 count = int(state.get("node_count") or 1)
                 watch.stacks = await capture_job_stacks(job_id, count, env, log_path, size)
             watch.capture_s = round(time.monotonic() - now, 3)
@@ -439,16 +443,18 @@ async def run_slurm(spec: RunSpec, options: SlurmOptions, workspace: Workspace, 
     if watch.first_output:
         timings["submit_to_first_output"] = round(watch.first_output - submitted, 3)
     if watch.gone_after_s is not None:
+        if watch.dumps_s is not None:
+            timings["timeout_to_dumps"] = watch.dumps_s
         timings["timeout_to_stacks"] = watch.capture_s or 0.0
         timings["timeout_to_job_gone"] = watch.gone_after_s
     result = SlurmRunRecord(
         **record.model_dump(exclude={"argv", "outcome", "exit_code", "signal", "timed_out", "timeout_at_byte",
-                                     "stacks", "env_overrides"}),
+                                     "stacks", "env_overrides", "collective_dumps"}),
         argv=spec.argv, outcome=outcome, exit_code=code, signal=sig, timed_out=timed_out,
         timeout_at_byte=watch.timeout_at_byte, stacks=watch.stacks, env_overrides=spec.env,
         job_id=state.get("job_id"), job_state=state.get("state") if job_gone or state.get("ended") else "UNKNOWN",
         nodes=await _hostnames(str(state.get("nodes") or ""), env), rank_nodes=_rank_nodes(folder, watch.stacks),
-        timings=timings,
+        timings=timings, collective_dumps=count_dumps(folder),
     )
     if watch.stacks:
         (folder / "stacks.txt").write_text("\n\n".join(
