@@ -17,15 +17,18 @@ from rootcause.tools.observe.diagnosis import frames as frame_names
 from rootcause.tools.observe.diagnosis import signature as sig
 from rootcause.tools.observe.diagnosis.elastic import ElasticReport, parse_elastic
 from rootcause.tools.observe.diagnosis.errors import FoundError
+from rootcause.tools.observe.diagnosis.hangs import hang_category, hang_identity
 from rootcause.tools.observe.diagnosis.models import Diagnosis, RankInfo, StackSummary
+from rootcause.tools.observe.diagnosis.placement import rank_nodes
 from rootcause.tools.observe.diagnosis.pytest_output import parse_pytest
 from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
 from rootcause.tools.observe.diagnosis.series import find_spike
-from rootcause.tools.observe.diagnosis.stacks import main_frames, stacks_in_log, summarise
+from rootcause.tools.observe.diagnosis.stacks import stacks_in_log, summarise
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
 from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates, kept_words
 from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
 from rootcause.tools.observe.diagnosis.tracebacks import message_lines, parse_tracebacks, unmarked
+from rootcause.tools.observe.diagnosis.watchdog import Collectives, rank_infos, read_collectives
 from rootcause.tools.observe.keywords import extract_keywords
 from rootcause.tools.observe.logs.traceback_lines import FRAME, exception_line, is_exception_type, is_warning
 from rootcause.tools.run import ProcessStack, RunRecord
@@ -340,9 +343,10 @@ def _task_ids(spec: str) -> list[int]:
 
 
 def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, stacks: list[StackSummary],
-           in_test: bool, root_error: FoundError | None) -> dict[str, RankInfo]:
+           in_test: bool, root_error: FoundError | None, collectives: Collectives | None = None,
+           text: str = "") -> dict[str, RankInfo]:
     ranks: dict[int, RankInfo] = {}
-    nodes: dict[int, str] = {}
+    nodes: dict[int, str] = rank_nodes(text) if text else {}
     for line in lines:
         if line.rank is not None and line.rank not in ranks and len(ranks) < 4096:
             ranks[line.rank] = RankInfo(outcome="ok")
@@ -387,13 +391,26 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
             if info is None or info.outcome == "ok":
                 ranks[rank] = RankInfo(outcome="crash" if code < 0 else "fail",
                                        first_error=unranked or f"exitcode {code}")
-    for stack in stacks:
-        if stack.rank is not None:
-            info = ranks.get(stack.rank)
-            if info is None or info.outcome == "ok":
-                where = stack.collective or (stack.frames[-1] if stack.frames else "?")
-                at = f" at {stack.user_frame}" if stack.user_frame else ""
+    ranked = [s for s in stacks if s.rank is not None]
+    waiting = sorted({s.collective for s in ranked if s.collective})
+    for stack in ranked:
+        info = ranks.get(stack.rank)
+        if info is None or info.outcome == "ok":
+            where = stack.collective or (stack.frames[-1] if stack.frames else "?")
+            place = stack.user_frame or stack.call_site
+            at = f" at {place}" if place else ""
+            if stack.collective or not waiting:
                 ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}{at}")
+            else:
+                # The others wait in a collective this rank never reached: it holds them up.
+                ranks[stack.rank] = RankInfo(outcome="culprit", first_error=f"in no collective while the others "
+                                             f"wait in {', '.join(waiting)}{at} (innermost: {where})")
+    for rank, said in rank_infos(collectives).items() if collectives else ():
+        info = ranks.get(rank)
+        weaker = info is None or info.outcome == "ok" or (said.outcome == "culprit" and info.outcome not in
+                                                          ("fail", "crash"))
+        if weaker and (len(ranks) < 4096 or rank in ranks):
+            ranks[rank] = said
     for rank, node in nodes.items():
         if rank in ranks:
             ranks[rank].node = node
@@ -407,17 +424,11 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
 
 
 def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundError | None,
-                    root: Path) -> sig.Identity:
-    """A hang is identified by the collectives processes wait in and where the project's code stands."""
-    if error is not None:
-        return _error_signature(error, root)
-    waits = sorted({s.collective for s in stacks if s.collective})
-    places: set[str] = set()
-    for text in texts:
-        frames = frame_names.mark(main_frames(text), root)
-        if any(f.in_project for f in frames):
-            places.update(frame_names.signature_frames(frames, root, count=1))
-    return sig.identity("hang", " ".join(f"waits in {w}" for w in waits) or "no collective", sorted(places)[:4])
+                    root: Path, collectives: Collectives | None = None) -> sig.Identity:
+    """A hang is identified by its hang error (else `hang` and the watchdogs' reports), the collectives processes
+    wait in and where each process stands (tools/observe/diagnosis/hangs.py)."""
+    own = _error_signature(error, root) if error is not None and categorise(error, False) == "hang" else None
+    return hang_identity(own, error, stacks, texts, collectives or Collectives(), root)
 
 
 def _in_root(root: Path, name: str) -> bool:
@@ -505,6 +516,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     frame_names.forget()  # the root's files may have changed since the last diagnosis
     lines = split_lines(text)
     errors, failed_tests, in_test, report = _collect(lines, text, root)
+    collectives = read_collectives(lines)
     summaries = [s.model_copy(update={"node": p.node}) for p, s in
                  ((p, summarise(p.text, root, pid=p.pid, rank=p.rank)) for p in stacks or []) if s]
     if not summaries and timed_out:
@@ -531,6 +543,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         if error is not None and category != "hang":
             error = None  # a hang with an unrelated earlier error: the stacks are the evidence
         category = "hang"
+    elif not signal:
+        category = hang_category(category, error, collectives, text)  # watchdogs' reports, dumps without an error
     if error is not None and error.template and error.template.startswith("signal") and not error.frames:
         # A bare signal says little: which of the project's programs received it tells two such failures
         # apart (another machine's script does not count, as its frames would not).
@@ -542,7 +556,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if not summaries and category == "hang":
         summaries = stacks_in_log(text, root)  # a hung job's log with the dumps its processes wrote
     if category == "hang":
-        found = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root)
+        found = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root, collectives)
     elif error is not None:
         found = _error_signature(error, root)
     elif signal:
@@ -568,8 +582,13 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     message = error.message if error else ""
     if error is None and category == "hang":
         waits = sorted({s.collective for s in summaries if s.collective})
-        message = f"no progress ({timed_out or 'timeout'} timeout)" + (f"; waiting in {', '.join(waits)}"
-                                                                      if waits else "")
+        sites = sorted({s.call_site for s in summaries if s.call_site})
+        message = (f"no progress ({timed_out} timeout)" if timed_out else "no progress: stack dumps and no error") + (
+            f"; waiting in {', '.join(waits)}" if waits else "") + (f"; standing at {', '.join(sites[:4])}"
+                                                                    if sites and not timed_out else "")
+    if collectives.facts and category in ("hang", "distributed_error"):
+        # One line per fact the watchdogs' reports give (who fired, who never arrived), after the error's own words.
+        message = "\n".join([message, *collectives.facts] if error is not None else [*collectives.facts, message])
     if not message.strip():
         message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "no error line in the output")
     excerpt = _excerpt(lines, error, text)
@@ -582,7 +601,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         group=found.group,
         location=location,
         frames=frames,
-        ranks=_ranks(lines, errors, report, summaries, in_test, error),
+        ranks=_ranks(lines, errors, report, summaries, in_test, error, collectives, text),
+        mismatch=collectives.mismatch,
         stacks=summaries[:16],
         failed_tests=failed_tests[:100],
         excerpt=excerpt,

@@ -64,7 +64,12 @@ class Thread:
     @property
     def observer(self) -> bool:
         """A watchdog's thread (the one that noticed the hang and dumped the stacks), not a stuck one."""
-        return any(_OBSERVER.search(f.function or "") for f in self.frames)
+        return any(is_observer_function(f.function) for f in self.frames)
+
+
+def is_observer_function(name: str | None) -> bool:
+    """A watchdog's or stack dumper's function (the thread that noticed a hang)."""
+    return bool(_OBSERVER.search(name or ""))
 
 
 def collective_of(frames: list[Frame]) -> str | None:

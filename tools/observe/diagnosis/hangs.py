@@ -1,0 +1,68 @@
+"""When a log is a hang, and what identifies one: the backends' watchdog reports, stack dumps, call sites.
+
+A log is a hang when it holds a watchdog's report of a stuck collective (tools/observe/diagnosis/watchdog.py)
+and nothing more specific than a generic error, a communication error or the abort the watchdog itself
+caused; when a stack dump (py-spy, faulthandler) stands in it without any error; or when a fatal abort came
+from a watchdog's thread. A hang's signature is its group (the hang error's, else `hang` with the reports
+it holds and its shape) and its call site: where each process stands (stacks.dump_sites), the stuck
+collectives and the call site of the error, sorted, so that two runs of one hang agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rootcause.tools.observe.diagnosis import frames as frame_names
+from rootcause.tools.observe.diagnosis import signature as sig
+from rootcause.tools.observe.diagnosis.errors import FoundError
+from rootcause.tools.observe.diagnosis.models import StackSummary
+from rootcause.tools.observe.diagnosis.rules import GENERIC
+from rootcause.tools.observe.diagnosis.stacks import dump_sites, has_dump, is_observer_function
+from rootcause.tools.observe.diagnosis.watchdog import Collectives, shape
+
+_ABORTS = ("fatal-python-error Aborted", "signal SIGABRT")
+MAX_SITES = 6
+
+
+def _abort(error: FoundError) -> bool:
+    return bool(error.template and error.template.startswith(_ABORTS)) or "terminate called" in error.message
+
+
+def hang_category(category: str, error: FoundError | None, collectives: Collectives, text: str) -> str:
+    """The category once the watchdogs' reports and the dumps are read (module docstring)."""
+    if category == "hang":
+        return category
+    reports = [k for k in collectives.kinds if k != "fingerprint-mismatch"]
+    if not reports and collectives.kinds:
+        return "distributed_error" if category in GENERIC else category
+    weak = error is None or category in GENERIC or category == "distributed_error"
+    if reports and (weak or (category == "crash" and (error is None or _abort(error)))):
+        return "hang"
+    if error is not None and _abort(error) and error.frames and is_observer_function(error.frames[-1].function):
+        return "hang"  # the watchdog's thread aborted the process: what it watched made no progress
+    if error is None and category in GENERIC and has_dump(text):
+        return "hang"
+    return category
+
+
+def hang_identity(group: sig.Identity | None, error: FoundError | None, stacks: list[StackSummary],
+                  texts: list[str], collectives: Collectives, root: Path) -> sig.Identity:
+    """group: the hang error's identity (None: the log has no hang error of its own)."""
+    sites: list[str] = []
+    for text in texts:
+        sites.extend(dump_sites(text, root))
+    sites.extend(s.call_site for s in stacks if s.call_site)
+    waits = sorted({s.collective for s in stacks if s.collective})
+    where = [*collectives.where, *(f"waits in {w}" for w in waits)]
+    own = frame_names.call_site(error.frames, root) if error is not None and error.frames else []
+    parts = [">".join(own)] if own else []
+    parts += sorted(set(where) - set(parts))[:MAX_SITES]
+    parts += sorted(set(sites) - set(parts))[:MAX_SITES]
+    words = shape(collectives)
+    if words:
+        parts.append(sig.parameterise(words))
+    if group is not None:
+        return sig.Identity(group.group, f"{group.group}|{' + '.join(parts)}")
+    kinds = " ".join(k for k in collectives.kinds if k != "fingerprint-mismatch")
+    summary = " ".join(f"waits in {w}" for w in waits) or ("stack dump" if sites else "no collective")
+    return sig.identity(f"hang {kinds}".strip(), summary, [" + ".join(parts)] if parts else [])
