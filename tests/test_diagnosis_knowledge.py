@@ -308,14 +308,14 @@ def test_batch_two_rules_on_minimal_logs(tmp_path: Path) -> None:
     # NCCL's warning names the CUDA failure behind a later "unhandled cuda error".
     nccl = diagnose_text("host:11:12 [1] enqueue.cc:90 NCCL WARN Cuda failure 'out of memory'\n"
                          "RuntimeError: NCCL Error 1: unhandled cuda error\n", tmp_path)
-    assert nccl.category == "cuda_oom" and nccl.signature == "v2|nccl-cuda-failure out-of-memory||"
+    assert nccl.category == "cuda_oom" and nccl.signature == "v3|nccl-cuda-failure out-of-memory||"
     # Old PyTorch's device message.
     old = diagnose_text("RuntimeError: Expected object of device type cuda but got device type cpu for argument "
                         "#1 'self' in call to _th_mm\n", tmp_path)
     assert old.category == "device_mismatch"
     # A bracketed metric name: `[Loss] nan`.
     bracket = diagnose_text("E1 | [Loss] 3.20 | [step] 10\nE2 | [Loss] nan | [step] 20\n", tmp_path)
-    assert bracket.category == "nonfinite" and bracket.signature == "v2|nonfinite loss||"
+    assert bracket.category == "nonfinite" and bracket.signature == "v3|nonfinite loss||"
 
 
 def test_causes_behind_wrappers_and_quoted_source_lines(tmp_path: Path) -> None:
@@ -350,16 +350,16 @@ def test_a_shell_reporting_its_child_killed_is_a_crash(tmp_path: Path) -> None:
                            ("zsh: abort (core dumped)  python train.py", "signal SIGABRT"),
                            ("zsh: bus error  python train.py", "signal SIGBUS")]:
         d = diagnose_text(f"step 3 loss 2.1\n{line}\n", tmp_path)
-        assert (d.category, d.signature) == ("crash", f"v2|{identity}||"), line
+        assert (d.category, d.signature) == ("crash", f"v3|{identity}||"), line
 
 
 def test_a_log_without_an_error_has_one_stable_signature(tmp_path: Path) -> None:
     first = diagnose_text("step 1 loss 2.30\nstep 2 loss 2.10\n", tmp_path)
     other = diagnose_text("epoch 4 done in 31.2 s\nsaved checkpoint to /w/ckpt\n", tmp_path)
-    assert first.signature == other.signature == "v2|no-error||"
-    assert diagnose_text("step 1 loss 2.30\n", tmp_path, exit_code=0).signature == "v2|exit 0||"
+    assert first.signature == other.signature == "v3|no-error||"
+    assert diagnose_text("step 1 loss 2.30\n", tmp_path, exit_code=0).signature == "v3|exit 0||"
     failed = diagnose_text("step 1 loss 2.30\nfailed to open shard 3\n", tmp_path, exit_code=2)
-    assert failed.signature == "v2|exit 2|failed to open shard <n>|"
+    assert failed.signature == "v3|exit 2|failed to open shard <n>|"
 
 
 def test_ranks_killed_from_outside_read_crash_or_hang(tmp_path: Path) -> None:
@@ -382,5 +382,5 @@ def test_glibc_and_nccl_name_which_failure_it_was(tmp_path: Path) -> None:
             "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\nCuda failure {}\n")
     oom = diagnose_text(nccl.format("'out of memory'"), tmp_path)
     arg = diagnose_text(nccl.format("1 'invalid argument'"), tmp_path)
-    assert oom.category == "cuda_oom" and oom.signature == "v2|nccl-cuda-failure out-of-memory||"
-    assert arg.category == "cuda_error" and arg.signature == "v2|nccl-cuda-failure invalid-argument||"
+    assert oom.category == "cuda_oom" and oom.signature == "v3|nccl-cuda-failure out-of-memory||"
+    assert arg.category == "cuda_error" and arg.signature == "v3|nccl-cuda-failure invalid-argument||"

@@ -318,31 +318,42 @@ def empty_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("root")
 
 
-_ORIGINAL: dict[str, tuple[str, str]] = {}
+_ORIGINAL: dict[str, tuple[str, str, str]] = {}
+# Shapes that rewrite the frame lines themselves: a notebook names the script's frame as a cell (`Cell In[5]`), a
+# hard wrap cuts paths and names, a reversed paste reorders chained tracebacks. The group (what the bug is) must
+# survive them; the call site may change on a few logs (CALL_SITE_CHANGES, of the logs the shape applies to). Other
+# shapes may move it on 1% (interleaved ranks without prefixes are told apart by structure, a shape can help).
+FRAME_RESHAPING = frozenset({"ipython", "ipython7", "ipython+ansi", "wrap-80", "wrap-80+details", "wrap-100",
+                             "wrap-100+quote", "newest-first"})
+CALL_SITE_CHANGES = {"ipython": 0.7, "ipython7": 0.7, "ipython+ansi": 0.7}
 
 
-def _original(path: Path, root: Path) -> tuple[str, str]:
+def _original(path: Path, root: Path) -> tuple[str, str, str]:
     if path.name not in _ORIGINAL:
         d = diagnose_text(_text(path), root)
-        _ORIGINAL[path.name] = (d.category, d.signature)
+        _ORIGINAL[path.name] = (d.category, d.group, d.signature)
     return _ORIGINAL[path.name]
 
 
-def shape_changes(name: str, root: Path) -> tuple[int, list[str]]:
-    """(logs the transform applies to, the logs whose category or signature it changes, with both diagnoses)."""
+def shape_changes(name: str, root: Path) -> tuple[int, list[str], list[str]]:
+    """(logs the transform applies to, the logs whose category or group it changes, those whose call site it
+    changes), each with both diagnoses."""
     transform = TRANSFORMS[name]
     applied = 0
     changed: list[str] = []
+    moved: list[str] = []
     for path in CORPUS:
         shaped = transform(_text(path))
         if shaped is None:
             continue
         applied += 1
         d = diagnose_text(shaped, root)
-        want = _original(path, root)
-        if (d.category, d.signature) != want:
-            changed.append(f"{path.name}: {d.category} {d.signature!r} (unshaped: {want[0]} {want[1]!r})")
-    return applied, changed
+        category, group, signature = _original(path, root)
+        if (d.category, d.group) != (category, group):
+            changed.append(f"{path.name}: {d.category} {d.signature!r} (unshaped: {category} {signature!r})")
+        elif d.signature != signature:
+            moved.append(f"{path.name}: {d.signature!r} (unshaped: {signature!r})")
+    return applied, changed, moved
 
 
 def test_every_transform_applies_to_many_corpus_logs() -> None:
@@ -354,5 +365,7 @@ def test_every_transform_applies_to_many_corpus_logs() -> None:
 
 @pytest.mark.parametrize("name", list(TRANSFORMS))
 def test_a_reshaped_log_keeps_its_diagnosis(name: str, empty_root: Path) -> None:
-    applied, changed = shape_changes(name, empty_root)
+    applied, changed, moved = shape_changes(name, empty_root)
     assert not changed, f"{name}: {len(changed)}/{applied} logs change diagnosis:\n" + "\n".join(changed)
+    allowed = CALL_SITE_CHANGES.get(name, 0.05) if name in FRAME_RESHAPING else 0.01
+    assert len(moved) <= allowed * applied, f"{name}: {len(moved)}/{applied} change call site:\n" + "\n".join(moved)

@@ -85,7 +85,7 @@ async def test_three_failures_stop_then_a_supported_hypothesis_reopens(
     fixed = await _fix(project, sid, description="default THRESHOLD to 0 so load() keeps the data")
     assert fixed.fixed and fixed.consecutive_failures == 0 and not fixed.stop
     assert fixed.signature_gone is True
-    assert (fixed.original_signature or "").startswith("v2|ZeroDivisionError|division by zero")
+    assert (fixed.original_signature or "").startswith("v3|ZeroDivisionError|division by zero")
     assert fixed.next.startswith("collateral not checked: run check_collateral.") and "Phase 5" in fixed.next
     state = store.load(sid)
     assert state.phase(4).status == "done" and state.facts["fix_consecutive_failures"] == 0

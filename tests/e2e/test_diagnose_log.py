@@ -172,4 +172,4 @@ async def test_a_shell_reporting_a_segfault_of_its_child_is_a_crash(repo: Path) 
     assert "Segmentation fault" in (repo / "job.log").read_text()
     async with stdio_client(repo) as client:
         d = structured(await client.call_tool("diagnose_log", {"path": "job.log"}))["diagnosis"]
-    assert d["category"] == "crash" and d["signature"].startswith("v2|signal SIGSEGV|")
+    assert d["category"] == "crash" and d["signature"].startswith("v3|signal SIGSEGV|")

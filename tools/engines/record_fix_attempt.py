@@ -6,10 +6,12 @@ from pydantic import Field
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
+from rootcause.tools.core.validate import regex_field
 from rootcause.tools.judge import protocol
 from rootcause.tools.judge.baseline import FALLBACK_FACT, Baseline, baseline_of
 from rootcause.tools.judge.experiment import run_command
 from rootcause.tools.observe.evidence import EXPECT_TEXT, Observation, RunFields, declare, yardstick
+from rootcause.tools.observe.evidence.expect import EXPECT_FLAGS
 from rootcause.tools.record.evidence import FixAttemptEvidence
 from rootcause.tools.record.store import SessionStore, require_open
 
@@ -27,6 +29,7 @@ class RecordFixAttemptInput(RunFields):
     session_id: str = Field(description="The id returned by start_session (required).")
     description: str = Field(description="What this fix changes and why, in one or two sentences.")
     expect: str | None = Field(None, description=f"{EXPECT_TEXT} Default: the session's symptom.")
+    check_expect = regex_field("expect", EXPECT_FLAGS)
 
 
 class RecordFixAttemptResult(ToolResult):
@@ -65,8 +68,9 @@ def _signature_gone(run: Observation, output: str, baseline: Baseline | None) ->
         return None, "no baseline failure recorded in the session (run reproduce with session_id): only the exit " \
                      "status was checked"
     if run.outcome != "pass":
-        if run.signature == baseline.signature:
-            return False, "the original failure is still there (same signature)"
+        same, how = baseline.same_failure(run.signature)
+        if same:
+            return False, f"the original failure is still there ({how})"
         return True, f"the original signature is gone but the run fails differently: {run.error}"
     error_line = (baseline.error or "").splitlines()[0][:200] if baseline.error else ""
     if len(error_line) >= 10 and error_line in output:

@@ -16,6 +16,7 @@ from rootcause.tools.core import gitrepo
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import MAX_RESULT_CHARS, ToolResult, bounded
+from rootcause.tools.core.validate import regex_field
 from rootcause.tools.observe.diagnosis import Diagnosis
 from rootcause.tools.observe.evidence import (
     EXPECT_TEXT,
@@ -28,6 +29,7 @@ from rootcause.tools.observe.evidence import (
     run_observed,
     yardstick,
 )
+from rootcause.tools.observe.evidence.expect import EXPECT_FLAGS
 from rootcause.tools.record.evidence import ReproduceEvidence
 from rootcause.tools.record.store import SessionStore, require_open
 from rootcause.tools.run.environment import EnvironmentFacts, gather
@@ -50,6 +52,7 @@ class ReproduceInput(RunFields):
     expect: str | None = Field(None, description=f"{EXPECT_TEXT} Default with a session: the session's symptom (its "
                                                  "category and keywords) is the yardstick.")
     session_id: str | None = Field(None, description="Session to record the result in (advances Phase 1).")
+    check_expect = regex_field("expect", EXPECT_FLAGS)
 
 
 Status = Literal["reproduced", "flaky", "not_reproduced", "different_failure", "inconclusive"]
@@ -88,7 +91,9 @@ class ReproduceResult(ToolResult):
         }[self.status]
         lines = [f"{head} ({outcomes}).", f"Command: {' '.join(self.command)[:300]}"]
         if self.status != "different_failure" and self.expected and self.matches_symptom:
-            lines.append(f"Matches {self.expected}.")
+            # "the diagnosed log's failure (same group, the same call site)" when a pasted log is the yardstick
+            why = next((r.match_reason for r in self.runs if r.matches_expected and r.match_reason), None)
+            lines.append(f"Matches {self.expected}" + (f": {why}." if why else "."))
         if self.outside_root:
             lines.append("WARNING: the tracebacks name the project's own files OUTSIDE the root, so the run did not "
                          f"test this tree's code: {', '.join(self.outside_root[:3])}")

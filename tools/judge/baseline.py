@@ -15,10 +15,11 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from rootcause.tools.core import gitrepo
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.judge.symbols import logical_changes
+from rootcause.tools.observe.diagnosis.models import group_of
 from rootcause.tools.record.store import SessionState
 
 FALLBACK_FACT = "baseline_fallback"
@@ -29,9 +30,29 @@ class Baseline(BaseModel):
     evidence_seq: int | None = None
     status: str | None = Field(None, description="reproduce's status: reproduced | flaky | not_reproduced.")
     signature: str | None = None
+    group: str | None = None
     outcomes: list[str] = Field(default_factory=list)
     consistent: bool | None = None
     error: str | None = None
+
+    @model_validator(mode="after")
+    def _group(self) -> Baseline:
+        if self.signature and not self.group:
+            self.group = group_of(self.signature)
+        return self
+
+    def same_failure(self, signature: str | None) -> tuple[bool, str]:
+        """Whether a run fails with the baseline's failure, and how it agrees. Runs of this machine compare
+        signatures; a pasted log (diagnose_log) is the reported bug, which a local run shows when it shares its
+        group, and at the same call site when the signature agrees too (DESIGN, "Signature (v3)")."""
+        if not signature or not self.signature:
+            return False, "no signature to compare"
+        pasted = self.source == "diagnose_log"
+        if signature == self.signature:
+            return True, "same signature" + (" as the pasted log: the same call site" if pasted else "")
+        if pasted and group_of(signature) == self.group:
+            return True, "same group as the pasted log, another call site"
+        return False, f"a different {'group' if pasted else 'signature'}"
 
     @property
     def flaky(self) -> bool:
@@ -75,7 +96,8 @@ def baseline_of(state: SessionState) -> Baseline | None:
         typed = evidence_of(ev.tool, ev.data) if ev.tool == "diagnose_log" else None
         if isinstance(typed, DiagnoseLogEvidence) and typed.diagnosis is not None:
             return Baseline(source="diagnose_log", evidence_seq=ev.seq, status="from_log",
-                            signature=typed.diagnosis.signature, error=typed.diagnosis.message)
+                            signature=typed.diagnosis.signature, group=typed.diagnosis.group or None,
+                            error=typed.diagnosis.message)
     fallback = state.facts.get(FALLBACK_FACT)
     if isinstance(fallback, dict):
         return Baseline.model_validate({**fallback, "source": "fallback"})

@@ -117,11 +117,11 @@ def judge_run(expect: Expectation, run: Observation, output: str, baseline: Base
         if expect.kind == "same_signature":
             return "refuted", "the run passed: the baseline failure is gone"
         return "inconclusive", "the run passed: a pass is not a different failure, the expectation does not decide"
-    same = run.signature == baseline.signature
+    same, how = baseline.same_failure(run.signature)
     if expect.kind == "same_signature":
-        return ("supported", "the run fails with the baseline signature") if same else (
+        return ("supported", f"the run fails with the baseline failure ({how})") if same else (
             "refuted", f"the run fails with a different signature: {run.signature}")
-    return ("refuted", "the run fails with the baseline signature, unchanged") if same else (
+    return ("refuted", f"the run fails with the baseline failure, unchanged ({how})") if same else (
         "supported", f"the run fails differently: {run.signature}")
 
 

@@ -1,12 +1,17 @@
-"""torchrun / torch.distributed.elastic failure reports (ChildFailedError).
+"""torchrun / torch.distributed.elastic failure reports (ChildFailedError) and error files.
 
 The report lists `Failures:` and a `Root Cause (first observed failure):` entry, each with
 rank, exitcode and a traceback field that is either a real traceback (when the worker
 used @record), `Signal N (SIGxxx) received by PID`, or a pointer to the docs.
+
+An error file (`error_file: /tmp/torchelastic_.../error.json`, often cat into the log) is JSON:
+`{"message": {"message": "Type: msg", "extraInfo": {"py_callstack": "Traceback ...\\n ...", ...}}}`,
+the traceback one escaped string; expand_error_files puts it back as lines wherever it appears.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -71,3 +76,39 @@ def parse_elastic(lines: list[Line]) -> ElasticReport:
         elif current.traceback and text.strip():
             current.traceback += "\n" + text.strip()
     return report
+
+
+_CALLSTACK = re.compile(r'"py_callstack"\s*:\s*"((?:[^"\\]|\\.)*)"')
+_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _unescape(value: str) -> str:
+    try:
+        return json.loads(f'"{value}"')
+    except ValueError:
+        return value.replace("\\n", "\n").replace('\\"', '"')
+
+
+def expand_error_files(text: str) -> str:
+    """The log with each error file's escaped py_callstack written out as the traceback it is (prefixed as the
+    JSON's line was, a blank line after it), its message on the exception line when the callstack's lacks one."""
+    if '"py_callstack"' not in text:
+        return text
+    lines = text.split("\n")
+    out: list[str] = []
+    for pos, line in enumerate(lines):
+        m = _CALLSTACK.search(line)
+        if not m:
+            out.append(line)
+            continue
+        start = line.find("{")
+        prefix = line[:start] if 0 <= start < m.start() else ""
+        stack = _unescape(m.group(1)).rstrip("\n").split("\n")
+        said = next((_unescape(g) for ln in [line, *reversed(lines[max(0, pos - 5):pos])]
+                     for g in _MESSAGE.findall(ln)[:1]), "")
+        kind, _, message = said.partition(": ")
+        if stack and message.strip() and stack[-1].strip().rsplit(".", 1)[-1] == kind.strip():
+            stack[-1] = f"{stack[-1].rstrip()}: {message.strip()}"
+        out.extend(prefix + s for s in stack)
+        out.append(prefix.rstrip())
+    return "\n".join(out)

@@ -13,9 +13,11 @@ import re
 from pathlib import Path
 
 from rootcause.tools.core.results import bounded
+from rootcause.tools.observe.collectives import DumpError, Report, analyse, read_dumps
+from rootcause.tools.observe.collectives import lines as collective_lines
 from rootcause.tools.observe.diagnosis import frames as frame_names
 from rootcause.tools.observe.diagnosis import signature as sig
-from rootcause.tools.observe.diagnosis.elastic import ElasticReport, parse_elastic
+from rootcause.tools.observe.diagnosis.elastic import ElasticReport, expand_error_files, parse_elastic
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.hangs import hang_category, hang_identity
 from rootcause.tools.observe.diagnosis.models import Diagnosis, RankInfo, StackSummary
@@ -32,6 +34,7 @@ from rootcause.tools.observe.diagnosis.watchdog import Collectives, rank_infos, 
 from rootcause.tools.observe.keywords import extract_keywords
 from rootcause.tools.observe.logs.traceback_lines import FRAME, exception_line, is_exception_type, is_warning
 from rootcause.tools.run import ProcessStack, RunRecord
+from rootcause.tools.run.flight_recorder import DUMP_FOLDER
 
 # Tiers of candidate root errors, lowest wins.
 _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
@@ -118,6 +121,8 @@ _NOISE_KEYWORD = re.compile(r"\.(py|cpp|cc|cu|h|hpp|yaml|json|so)\b|third_party|
                             r"^slurmstepd|^StepId")
 MAX_FRAMES = 40
 MAX_RANKS = 64
+MAX_COLLECTIVES = 256
+"""Ranks x groups in Diagnosis.collectives (a 16-rank Megatron job has ~130)."""
 
 
 def _tier(error: FoundError, category: str) -> int:
@@ -239,7 +244,7 @@ def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
         if ln.level not in ("ERROR", "FATAL", "CRITICAL") or ln.index in consumed or not ln.text.strip():
             continue
         error = FoundError(type="LoggedError", message=ln.text.strip()[:2000], line=ln.index, rank=ln.rank,
-                           source="bare", start=ln.index, end=ln.index)
+                           source="bare", start=ln.index, end=ln.index, evidence="keywords")
         category = _words_category(error.message, False)
         if category and category not in found:
             error.category = category
@@ -479,6 +484,18 @@ def _error_signature(error: FoundError, root: Path) -> sig.Identity:
     return sig.identity(error.short_type, error.message, site)
 
 
+def _evidence(error: FoundError | None, category: str, stacks: list[StackSummary], said_line: str) -> list[str]:
+    """What the diagnosis rests on (Diagnosis.evidence)."""
+    found: list[str] = []
+    if error is not None:
+        found.append(error.evidence or ("template" if error.source in ("template", "report") else "exception"))
+    if stacks and category == "hang":
+        found.append("stack_dump")
+    if said_line:
+        found.append("keywords")
+    return found
+
+
 def _keywords(error: FoundError | None, category: str, stacks: list[StackSummary]) -> list[str]:
     if error is None:
         text = category.replace("_", " ")
@@ -505,7 +522,7 @@ def _last_error_line(lines: list[Line]) -> str:
     """Without an exception message: the last line that looks like an error (a logger's ERROR, or its words)."""
     for line in reversed(lines):
         text = line.text.strip()
-        if text and (line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text)):
+        if text and (line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text)) and not FRAME.match(text):
             return text[:500]
     return ""
 
@@ -514,6 +531,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
                   exit_code: int | None = None, signal: int | None = None) -> Diagnosis:
     root = Path(root)
     frame_names.forget()  # the root's files may have changed since the last diagnosis
+    text = expand_error_files(text)
     lines = split_lines(text)
     errors, failed_tests, in_test, report = _collect(lines, text, root)
     collectives = read_collectives(lines)
@@ -589,6 +607,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if collectives.facts and category in ("hang", "distributed_error"):
         # One line per fact the watchdogs' reports give (who fired, who never arrived), after the error's own words.
         message = "\n".join([message, *collectives.facts] if error is not None else [*collectives.facts, message])
+    if not message.strip() and error is not None and error.source != "template" and error.type != "IncompleteTraceback":
+        message = "(raised without a message)"  # `raise RendezvousTimeoutError`: the type is all it says
     if not message.strip():
         message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "no error line in the output")
     excerpt = _excerpt(lines, error, text)
@@ -599,6 +619,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         keywords=_keywords(error, category, summaries),
         signature=found.signature,
         group=found.group,
+        evidence=_evidence(error, category, summaries, said_line),
         location=location,
         frames=frames,
         ranks=_ranks(lines, errors, report, summaries, in_test, error, collectives, text),
@@ -626,6 +647,36 @@ def diagnose_run(record: RunRecord, root: Path) -> Diagnosis:
         ranks = {rank: diagnosis.ranks.get(rank) or RankInfo(outcome="ok", node=node) for rank, node in ran.items()}
         diagnosis.ranks = dict(sorted({**ranks, **diagnosis.ranks}.items(),
                                       key=lambda kv: int(kv[0])))
+    dumps = path.parent / DUMP_FOLDER  # every rank's flight recorder, dumped before the kill of a hang
+    if dumps.is_dir():
+        try:
+            attach_collectives(diagnosis, analyse(read_dumps(dumps)), Path(root))
+        except DumpError as exc:
+            diagnosis.excerpt = f"Flight recorder: {exc}\n{diagnosis.excerpt}"
+    return diagnosis
+
+
+def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diagnosis:
+    """The flight-recorder analysis on a diagnosis: each rank's place per group, the mismatch, its lines
+    first in the message of a hang said in no better words (no exception read), and atop the excerpt."""
+    if not report.dumps:
+        return diagnosis
+    stacks = {s.rank: s for s in diagnosis.stacks if s.rank is not None}
+    sites = {rank: s.user_frame or s.call_site or "" for rank, s in stacks.items() if s.user_frame or s.call_site}
+    facts = collective_lines(report, root, sites)
+    for place in report.collectives:
+        place.node = (stacks[place.rank].node if place.rank in stacks else None) or place.node
+        place.call_site = sites.get(place.rank)
+    diagnosis.collectives = report.collectives[:MAX_COLLECTIVES]
+    diagnosis.mismatch = report.mismatch or diagnosis.mismatch
+    if report.category and diagnosis.exception_type is None and diagnosis.category not in ("hang",
+                                                                                            "distributed_error"):
+        diagnosis.category = report.category
+    if report.mismatch and diagnosis.exception_type is None:
+        diagnosis.message = bounded("\n".join([facts[0], diagnosis.message] if diagnosis.message else facts[:1]),
+                                    2_000)
+    diagnosis.excerpt = "\n".join([f"Flight recorder ({len(report.dumps)} ranks):", *facts, diagnosis.excerpt])
+    diagnosis.evidence = [*diagnosis.evidence, "flight_recorder"]
     return diagnosis
 
 

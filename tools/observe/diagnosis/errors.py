@@ -29,6 +29,8 @@ class FoundError:
     start: int | None = None
     end: int | None = None
     """Span of log lines (indices) the error was read from, for the excerpt."""
+    evidence: str | None = None
+    """What it was read from when not its source's default (metrics: a series; keywords: a line's words)."""
     ignored: bool = False
     """Python reported it as "Exception ignored in: ..." (a destructor at exit): never the failure."""
 

@@ -80,7 +80,16 @@ class Diagnosis(BaseModel):
             self.group = group_of(self.signature)
         return self
 
+    def basis(self) -> str:
+        """What a diagnosis without a read error rests on, said before its message ('' when an exception, a
+        known error line or a metric series was read, or nothing but the exit status): a traceback from a guess."""
+        if "exception" in self.evidence or "template" in self.evidence or "metrics" in self.evidence:
+            return ""  # the metrics' message says which series and how many points
+        if "stack_dump" in self.evidence:
+            return "from the stack dumps alone: "
+        return "from keywords alone: " if "keywords" in self.evidence else ""
+
     def one_line(self) -> str:
         what = f"{self.exception_type}: {self.message}" if self.exception_type else self.message
         where = f" at {self.location}" if self.location else ""
-        return f"[{self.category}] {what[:300]}{where}"
+        return f"[{self.category}] {self.basis()}{what[:300]}{where}"

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import yaml
 from rootcause.tools.observe.diagnosis.engine import diagnose_file
-from rootcause.tools.observe.diagnosis.frames import is_library
 from rootcause.tools.observe.diagnosis.models import SIGNATURE_VERSION, Diagnosis
 
 LOGS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "logs"
@@ -40,9 +39,6 @@ class Score:
     near_miss: list[int] = field(default_factory=lambda: [0, 0])
     """[pairs split, near-miss pairs]"""
     disagreements: list[str] = field(default_factory=list)
-    frames_only: int = 0
-    """Near misses sharing a signature whose logs differ only in frames outside the root (the reporters' own
-    code, which DESIGN keeps out of a pasted log's signature so one bug from two machines stays one)."""
 
     @property
     def right(self) -> int:
@@ -96,18 +92,8 @@ def score(folder: Path, root: Path | None = None) -> tuple[Score, dict[str, Diag
                 result.near_miss[1] += 1
                 result.near_miss[0] += not same_sig
                 if same_sig:
-                    own_a, own_b = reporter_frames(da), reporter_frames(db)
-                    apart = bool(own_a and own_b and own_a != own_b)
-                    result.frames_only += apart
-                    note = " (they differ only in the reporters' own frames)" if apart else ""
-                    result.disagreements.append(f"near miss, one signature: {a['file']} / {b['file']}{note}")
+                    result.disagreements.append(f"near miss, one signature: {a['file']} / {b['file']}")
     return result, diagnoses
-
-
-def reporter_frames(diagnosis: Diagnosis, depth: int = 3) -> tuple[str, ...]:
-    """The innermost frames of the reporter's own code (not a library's, not Python's): `file:function`."""
-    own = [f for f in diagnosis.frames if not is_library(f.file)]
-    return tuple(f"{f.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{f.function}" for f in own[-depth:])
 
 
 def _ratio(pair: list[int]) -> str:
@@ -125,9 +111,6 @@ def table(scores: list[Score]) -> str:
     rows.append("| **all categories** | " + " | ".join(f"**{_ratio([s.right, s.total])}**" for s in scores) + " |")
     rows.append("| same-bug pairs sharing a group | " + " | ".join(_ratio(s.same_bug) for s in scores) + " |")
     rows.append("| near-miss pairs split | " + " | ".join(_ratio(s.near_miss) for s in scores) + " |")
-    if any(s.frames_only for s in scores):
-        rows.append("| of the rest, told apart only by the reporters' own frames | "
-                    + " | ".join(str(s.frames_only) for s in scores) + " |")
     return "\n".join(rows)
 
 

@@ -36,7 +36,8 @@ def _explosion(name: str, message: str, at: Line | None) -> FoundError:
     index = at.index if at else 0
     return FoundError(type="GradientExplosion" if name == "grad_norm" else "LossSpike", message=message,
                       line=index, rank=at.rank if at else None, source="template", category="gradient_explosion",
-                      template=f"{name.replace('_', '-')}-explosion", start=max(0, index - 3), end=index + 1)
+                      template=f"{name.replace('_', '-')}-explosion", start=max(0, index - 3), end=index + 1,
+                      evidence="metrics")
 
 
 def _spikes(values: np.ndarray) -> Iterator[tuple[int, float, float]]:

@@ -34,6 +34,7 @@ _EMBEDDED = re.compile(r"Original Traceback|\(RANK \d+\)|terminated with the fol
                        r"(?:because of|with) the following (?:error|exception)|(?:^|\s)[Ee]xception:\s*$|"
                        r"Caused by:?\s*$|raised an exception:?\s*$")
 _BOX = re.compile(r"^\s*[│╭╰─╮╯]")
+_WRAPPED_NAME = re.compile(r"^[\w<>.]{1,40}\s*$")  # the rest of a cut name, at column 0 (code lines are indented)
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
 # A line that starts a new log record: message continuation stops there.
@@ -67,8 +68,12 @@ def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
         m = FRAME.match(text)
         if m:
             func = m.group("func")
-            frames.append(Frame(file=m.group("file"), line=int(m.group("line")), function=func))
             j += 1
+            if func and j < n and len(text) >= 60 and _WRAPPED_NAME.match(lines[j].text) \
+                    and not exception_line(lines[j].text, lone=True):
+                func += lines[j].text.strip()  # a terminal's hard wrap cut the function's name (`<module` / `>`)
+                j += 1
+            frames.append(Frame(file=m.group("file"), line=int(m.group("line")), function=func))
             if j < n and lines[j].text.strip() and not FRAME.match(lines[j].text) \
                     and (_indent(lines[j].text) > _indent(text) or not exception_line(lines[j].text)) \
                     and not TRACEBACK_HEADER.search(lines[j].text):

@@ -2,8 +2,11 @@
 
 Two yardsticks, one rule for every tool:
 - `expect` (a tool argument): a text or a regex the failure must show, searched in the run's
-  output and its diagnosis line (case-insensitive; a string that is not a valid regex is literal text);
-- a session's symptom: its category and keywords (from the session's triage).
+  output and its diagnosis line (case-insensitive; a string that is not a valid regex is refused where it
+  enters, each tool's input model validating it with `regex_field("expect", EXPECT_FLAGS)`);
+- a session's symptom: its category and keywords (from the session's triage), and the group of the
+  log diagnosed in the session (diagnose_log), when there is one: a run sharing that group shows the
+  reported failure, "at the same call site" when its signature is the log's too.
   An exception type the symptom names (AttributeError) must be the run's root error or appear as
   `Type:` in its output (a generic one, RuntimeError, quoted with its message also needs most of the
   message's words); otherwise the run's category must be the symptom's (or a close one), or
@@ -17,12 +20,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 from rootcause.tools.core.errors import UsageError
+from rootcause.tools.core.validate import regex
 from rootcause.tools.observe.logs.traceback_lines import exception_named, short_name
 
 if TYPE_CHECKING:
     from rootcause.tools.observe.diagnosis import Diagnosis
 
 MAX_EXPECT = 2_000
+EXPECT_FLAGS = re.IGNORECASE | re.MULTILINE
 EXPECT_TEXT = ("A text or regex the expected failure shows (e.g. \"KeyError: 'console_scripts'\"); a run failing "
                "otherwise is a different failure.")
 """The first sentence of every tool's `expect` description (one entry in the tool list's glossary)."""
@@ -45,6 +50,9 @@ class Yardstick(BaseModel):
     exception_types: list[str] = Field(default_factory=list)
     error_messages: dict[str, str] = Field(default_factory=dict, description="Type -> the message the symptom "
                                                                              "quotes after `Type:`.")
+    group: str | None = None
+    """The group of the log diagnosed in the session (the reported failure), when there is one."""
+    signature: str | None = None
 
     def describe(self) -> str:
         if self.source == "expect":
@@ -54,6 +62,8 @@ class Yardstick(BaseModel):
             parts.insert(0, " or ".join(self.exception_types))
         elif self.keywords:
             parts.append("keywords " + ", ".join(self.keywords))
+        if self.group:
+            parts.append(f"the diagnosed log's group `{self.group}`")
         return "the session's symptom (" + ("; ".join(parts) or self.text[:120]) + ")"
 
 
@@ -66,12 +76,7 @@ def from_expect(expect: str | None) -> Yardstick | None:
         raise UsageError("expect is empty.", "give a text or regex the failure must show, or omit expect")
     if len(text) > MAX_EXPECT:
         raise UsageError(f"expect is {len(text)} characters, over {MAX_EXPECT}.", "give the error's key line only")
-    try:
-        re.compile(text)
-        pattern = text
-    except re.error:
-        pattern = re.escape(text)
-    return Yardstick(source="expect", text=text, pattern=pattern)
+    return Yardstick(source="expect", text=text, pattern=regex(text, "expect", EXPECT_FLAGS))
 
 
 def from_symptom(symptom: str, category: str | None, keywords: list[str]) -> Yardstick | None:
@@ -89,8 +94,22 @@ def yardstick(expect: str | None, session_state: object | None) -> Yardstick | N
     given = from_expect(expect)
     if given is not None or session_state is None:
         return given
-    return from_symptom(getattr(session_state, "symptom", ""), getattr(session_state, "category", None),
-                        list(getattr(session_state, "keywords", []) or []))
+    stick = from_symptom(getattr(session_state, "symptom", ""), getattr(session_state, "category", None),
+                         list(getattr(session_state, "keywords", []) or []))
+    pasted = _pasted_diagnosis(session_state)
+    if pasted is not None and pasted.get("group"):
+        stick = stick or Yardstick(source="session", text=getattr(session_state, "symptom", ""))
+        stick.group, stick.signature = pasted["group"], pasted.get("signature")
+    return stick
+
+
+def _pasted_diagnosis(session_state: object) -> dict | None:
+    """The diagnosis of the latest log diagnosed in the session (diagnose_log's evidence), as recorded."""
+    for ev in reversed(list(getattr(session_state, "evidence", []) or [])):
+        data = getattr(ev, "data", None) or {}
+        if getattr(ev, "tool", None) == "diagnose_log" and isinstance(data.get("diagnosis"), dict):
+            return data["diagnosis"]
+    return None
 
 
 def _words(message: str) -> list[str]:
@@ -107,10 +126,13 @@ def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple
     shown = diagnosis.one_line() if diagnosis is not None else ""
     if stick.source == "expect":
         assert stick.pattern is not None
-        regex = re.compile(stick.pattern, re.IGNORECASE | re.MULTILINE)
-        found = regex.search(output) or regex.search(shown)
+        compiled = re.compile(stick.pattern, EXPECT_FLAGS)
+        found = compiled.search(output) or compiled.search(shown)
         return (True, f"shows /{stick.text[:120]}/: {found.group(0)[:120]!r}") if found else (
             False, f"no line matches /{stick.text[:120]}/")
+    if stick.group and diagnosis is not None and diagnosis.group == stick.group:
+        where = "the same call site" if diagnosis.signature == stick.signature else "another call site"
+        return True, f"the diagnosed log's failure (same group, {where})"
     category = diagnosis.category if diagnosis is not None else None
     same_category = bool(category) and (category == stick.category or
                                         any({category, stick.category} <= g for g in _CLOSE))
@@ -136,4 +158,6 @@ def matches(stick: Yardstick, diagnosis: Diagnosis | None, output: str) -> tuple
         if not stick.category or stick.category in _GENERIC:
             return None, "the symptom names no error type or category to compare the failure with"
         return False, f"category {category or '?'}; keywords found: {', '.join(hits) or 'none'}"
+    if stick.group and (not stick.category or stick.category in _GENERIC):
+        return False, f"not the diagnosed log's failure: group {diagnosis.group if diagnosis else '?'}"
     return False, f"category {category or '?'}, not {stick.category}"

@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_run
 from rootcause.tools.observe.diagnosis import signature as sig
+from rootcause.tools.observe.diagnosis.models import group_of
 from rootcause.tools.observe.evidence.expect import Yardstick, matches
 from rootcause.tools.observe.evidence.metric_yardstick import MetricReading, MetricYardstick, read_run
 from rootcause.tools.observe.logs.traceback_lines import TRACEBACK
@@ -49,6 +50,7 @@ class Observation(BaseModel):
     duration_s: float
     timed_out: Literal["wall", "idle"] | None = None
     signature: str | None = Field(None, description="The failure's signature; null for a passing run.")
+    group: str | None = None
     category: str | None = Field(None, description="The failure's category (taxonomy); null for a passing run.")
     error: str | None = Field(None, description="The diagnosis in one line, for a failing run.")
     matches_expected: bool | None = Field(
@@ -71,6 +73,12 @@ class Observation(BaseModel):
 
     _diagnosis: Diagnosis | None = PrivateAttr(default=None)
     _record: RunRecord | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _group(self) -> Observation:
+        if self.signature and not self.group:
+            self.group = group_of(self.signature)  # a record written before v3 carried the signature alone
+        return self
 
     @property
     def failed(self) -> bool:
@@ -116,7 +124,7 @@ def diagnosis_line(d: Diagnosis) -> str:
     what = f"{d.exception_type}: {message}" if d.exception_type and message else d.exception_type or message
     what = what or "no error message in the output"
     where = f" at {d.location}" if d.location else ""
-    return f"[{d.category}] {what[:300]}{where}"
+    return f"[{d.category}] {d.basis()}{what[:300]}{where}"
 
 
 def _last_error_line(excerpt: str) -> str:
@@ -170,8 +178,8 @@ def _exit_zero_failure(record: RunRecord, root: Path) -> tuple[str, Diagnosis] |
         if diagnosis.category != "nonfinite":
             diagnosis = diagnosis.model_copy(update={
                 "category": "nonfinite", "exception_type": None, "message": f"{metric} is {value} from step {step}",
-                "signature": sig.build("nonfinite-metric", f"{metric} is {value}", []),
-                "keywords": [value, metric], "location": None, "frames": []})
+                **sig.identity("nonfinite-metric", f"{metric} is {value}", [])._asdict(),
+                "keywords": [value, metric], "location": None, "frames": [], "evidence": ["metrics"]})
         return reason, diagnosis
     if diagnosis.exception_type is None:
         return None
@@ -243,8 +251,8 @@ def _metric_diagnosis(record: RunRecord, root: Path, reading: MetricReading) -> 
     """The diagnosis of a run that is bad only by its numbers: a metric regression, one signature per condition."""
     return diagnose_run(record, root).model_copy(update={
         "category": "metric_regression", "exception_type": None, "message": reading.reason,
-        "signature": sig.build("metric-regression", reading.condition, []),
-        "keywords": [reading.metric, "metric regression"], "location": None, "frames": []})
+        **sig.identity("metric-regression", reading.condition, [])._asdict(),
+        "keywords": [reading.metric, "metric regression"], "location": None, "frames": [], "evidence": ["metrics"]})
 
 
 def _judge_metric(metric: MetricYardstick, record: RunRecord, root: Path, outcome: Outcome, reason: str
@@ -305,6 +313,7 @@ def observe(record: RunRecord, root: Path, *, yardstick: Yardstick | None = None
     if diagnosis is not None:
         observation._diagnosis = diagnosis
         observation.signature, observation.category = diagnosis.signature, diagnosis.category
+        observation.group = diagnosis.group
         observation.error = diagnosis_line(diagnosis)
         observation.outside_root = outside_root_files(record.output, diagnosis, root, cwd)
         if yardstick is not None:
