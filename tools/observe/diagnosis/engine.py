@@ -21,7 +21,7 @@ from rootcause.tools.observe.diagnosis.elastic import ElasticReport, expand_erro
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.hangs import hang_category, hang_identity
 from rootcause.tools.observe.diagnosis.models import Diagnosis, RankInfo, StackSummary
-from rootcause.tools.observe.diagnosis.placement import rank_nodes
+from rootcause.tools.observe.diagnosis.placement import Placement, placement
 from rootcause.tools.observe.diagnosis.pytest_output import parse_pytest
 from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
 from rootcause.tools.observe.diagnosis.series import find_spike
@@ -351,7 +351,9 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
            in_test: bool, root_error: FoundError | None, collectives: Collectives | None = None,
            text: str = "") -> dict[str, RankInfo]:
     ranks: dict[int, RankInfo] = {}
-    nodes: dict[int, str] = rank_nodes(text) if text else {}
+    placed = placement(text) if text else Placement()
+    raised: set[int] = set()  # ranks whose outcome is an error they raised themselves
+    nodes: dict[int, str] = dict(placed.nodes)
     for line in lines:
         if line.rank is not None and line.rank not in ranks and len(ranks) < 4096:
             ranks[line.rank] = RankInfo(outcome="ok")
@@ -369,6 +371,7 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
         info = ranks.setdefault(error.rank, RankInfo(outcome="ok"))
         if info.first_error is None:
             ranks[error.rank] = RankInfo(outcome=outcome, first_error=error.headline()[:300])
+            raised.add(error.rank)
     for failure in report.failures:
         if failure.rank is None:
             continue
@@ -386,10 +389,12 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
             what = srun.group("what").strip()
             outcome = "fail" if what.startswith("Exited with exit code") else "crash"
             for task in _task_ids(srun.group("tasks")):
-                nodes[task] = srun.group("node")
-                info = ranks.get(task)
-                if info is None or info.outcome == "ok":
-                    ranks[task] = RankInfo(outcome=outcome, first_error=f"{what} (srun task {task})")
+                # torchrun under srun: a task is a node's launcher and its ranks; else the task is the rank.
+                for rank in placed.task_ranks.get(task, []) if placed.task_ranks else [task]:
+                    nodes[rank] = srun.group("node")
+                    info = ranks.get(rank)
+                    if info is None or info.outcome == "ok":
+                        ranks[rank] = RankInfo(outcome=outcome, first_error=f"{what} (srun task {task})")
         elif local:
             rank, code = int(local.group("rank")), int(local.group("code"))
             info = ranks.get(rank)
@@ -412,8 +417,9 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
                                              f"wait in {', '.join(waiting)}{at} (innermost: {where})")
     for rank, said in rank_infos(collectives).items() if collectives else ():
         info = ranks.get(rank)
-        weaker = info is None or info.outcome == "ok" or (said.outcome == "culprit" and info.outcome not in
-                                                          ("fail", "crash"))
+        # A rank the watchdogs name as the culprit is one, unless it raised an error of its own (an OOM).
+        weaker = info is None or info.outcome == "ok" or (said.outcome == "culprit" and not (
+            rank in raised and info.outcome in ("fail", "crash")))
         if weaker and (len(ranks) < 4096 or rank in ranks):
             ranks[rank] = said
     for rank, node in nodes.items():

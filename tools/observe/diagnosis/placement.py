@@ -9,6 +9,7 @@ the raw text once more for the host they named.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 _HOST_RANK = re.compile(r"^(?P<node>[A-Za-z][\w.\-]*)(?::| \[std(?:out|err)\])\s*"
                         r"\[(?:rank|Rank|RANK)\s?(?P<rank>\d+)\]:")
@@ -27,8 +28,22 @@ def _task_ids(spec: str) -> list[int]:
     return ids
 
 
+@dataclass
+class Placement:
+    nodes: dict[int, str] = field(default_factory=dict)
+    """rank -> node."""
+    task_ranks: dict[int, list[int]] = field(default_factory=dict)
+    """srun task -> the ranks whose lines it tagged (torchrun under srun: one task per node, several ranks);
+    empty when the tags do not tell (srun launching each rank: task id = rank)."""
+
+
 def rank_nodes(text: str) -> dict[int, str]:
     """rank -> node, as far as the log's prefixes tell."""
+    return placement(text).nodes
+
+
+def placement(text: str) -> Placement:
+    """Where each rank ran, as far as the log's prefixes tell."""
     nodes: dict[int, str] = {}
     task_of: dict[int, int] = {}
     task_node: dict[int, str] = {}
@@ -51,7 +66,11 @@ def rank_nodes(text: str) -> dict[int, str]:
         m = _STEPD.match(raw)
         if m:
             task_node.setdefault(int(m.group("task")), m.group("node"))
+    tasks: dict[int, list[int]] = {}
     for rank, task in task_of.items():
+        tasks.setdefault(task, []).append(rank)
         if rank not in nodes and task in task_node:
             nodes[rank] = task_node[task]
-    return nodes
+    if all(ranks == [task] for task, ranks in tasks.items()):
+        tasks = {}
+    return Placement(nodes, {task: sorted(ranks) for task, ranks in tasks.items()})
