@@ -3,12 +3,20 @@ rerun), read streaming; the same diagnosis reproduce gives its failing runs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, Field
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult, bounded
 from rootcause.tools.engines.reproduce import diagnosis_lines, next_step
+from rootcause.tools.observe.collectives import DumpError, DumpSet, Report, analyse, read_dumps
+from rootcause.tools.observe.collectives.dumps import is_archive
+from rootcause.tools.observe.collectives.text import lines as collective_lines
+from rootcause.tools.observe.collectives.text import recorded_sites
 from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_file, diagnose_text
+from rootcause.tools.observe.diagnosis import signature as sig
+from rootcause.tools.observe.diagnosis.engine import attach_collectives
 from rootcause.tools.observe.evidence import diagnosis_line
 from rootcause.tools.record.store import SessionStore, require_open
 
@@ -24,6 +32,71 @@ def _binary(head: bytes) -> bool:
     text = head.decode("utf-8", "replace")
     odd = sum(1 for c in text if c == "\ufffd" or (c < " " and c not in _TEXT_CONTROLS))
     return odd > 0.3 * len(text)
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(BINARY_SAMPLE)
+
+
+def _dump_head(head: bytes) -> bool:
+    """A flight-recorder dump on its own: a pickle (protocol 2+), or JSON naming the recorder's keys."""
+    return head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and b'"entries"' in head and b'"pg_' in head)
+
+
+def _size(path: Path) -> int:
+    if not path.is_dir():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _log_of(found: DumpSet, folder: Path | None, root: Path) -> Diagnosis | None:
+    """The diagnosis of the largest text file beside the dumps (the job's log), if any."""
+    if not found.logs:
+        return None
+    name, data = max(found.logs, key=lambda item: len(item[1]))
+    if folder is not None and (folder / name).is_file():
+        return diagnose_file(folder / name, root)  # streaming, any size
+    return diagnose_text(data[:MAX_TEXT].decode("utf-8", "replace"), root)
+
+
+def _dumps_only(report: Report, root: Path) -> Diagnosis:
+    """A diagnosis from the dumps alone: the mismatch's words and each culprit's recorded call site."""
+    facts = collective_lines(report, root)
+    m = report.mismatch
+    if m is None:
+        category = "hang" if report.waiting else "python_exception"
+        return Diagnosis(category=category, message=facts[0], excerpt="",
+                         signature=sig.identity(category, "no collective mismatch in the dumps", []).signature)
+    ops = sorted(set(m.ops.values()) - {"(not entered)"})
+    what = f"collective {m.kind}: {' — '.join(ops)}"
+    recorded = recorded_sites(report, root)
+    sites = [recorded[r].split(" at ", 1)[-1] for r in m.culprit_ranks if r in recorded]
+    category = report.category or "hang"
+    return Diagnosis(category=category, message="", excerpt="", location=sites[0] if sites else None,
+                     signature=sig.identity(category, what, sorted(set(sites))[:4] or [m.group]).signature)
+
+
+def _diagnose_dumps(path: Path, given: str, ctx: ToolContext) -> Diagnosis:
+    try:
+        found = read_dumps(path)
+    except DumpError as exc:
+        raise UsageError(f"log path {given!r}: {exc}", exc.hint) from None
+    except OSError as exc:
+        raise UsageError(f"log path {given!r} cannot be read: {exc.strerror or exc}.",
+                         "check the files' permissions") from None
+    if not found.dumps and not found.logs:
+        raise UsageError(f"log path {given!r} is not a file, and holds no log and no flight-recorder dump.",
+                         "give a log file, or a folder / .tar / .zip of the per-rank dumps (rank<R>.pkl, "
+                         "nccl_trace_rank_<R>)" + (f"; left out: {found.notes[0]}" if found.notes else ""))
+    report = analyse(found)
+    log = _log_of(found, path if path.is_dir() else None, ctx.root)
+    if log is None or (report.dumps and not log.evidence):  # a log that shows no error: the dumps say more
+        diagnosis = _dumps_only(report, ctx.root)
+        diagnosis.excerpt = log.excerpt if log else ""
+    else:
+        diagnosis = log
+    return attach_collectives(diagnosis, report, ctx.root)
 
 
 class DiagnoseLogInput(BaseModel):
@@ -64,20 +137,23 @@ def diagnose_log(inp: DiagnoseLogInput, ctx: ToolContext) -> DiagnoseLogResult:
         source, size = "text", len(inp.text.encode("utf-8", "replace"))
     else:
         path = ctx.workspace.resolve(inp.path, must_exist=True, what="log path")
-        if not path.is_file():
+        if not path.is_file() and not path.is_dir():
             raise UsageError(f"log path {inp.path!r} is not a file.", "give the path of a log file")
         try:
-            with open(path, "rb") as fh:
-                head = fh.read(BINARY_SAMPLE)
+            head = b"" if path.is_dir() else _head(path)
         except OSError as exc:
             raise UsageError(f"log path {inp.path!r} cannot be read: {exc.strerror or exc}.",
                              "check the file's permissions") from None
-        if _binary(head):
+        if path.is_dir() or is_archive(path) or _dump_head(head):
+            diagnosis = _diagnose_dumps(path, inp.path, ctx)
+            source, size = ctx.workspace.relative(path), _size(path)
+        elif _binary(head):
             raise UsageError(f"log path {inp.path!r} is a binary file, not a log: most of its first "
                              f"{len(head):,} bytes are not text.",
                              "give the job's text output (stdout/stderr); a checkpoint goes to inspect_checkpoint")
-        diagnosis = diagnose_file(path, ctx.root)
-        source, size = ctx.workspace.relative(path), path.stat().st_size
+        else:
+            diagnosis = diagnose_file(path, ctx.root)
+            source, size = ctx.workspace.relative(path), path.stat().st_size
     result = DiagnoseLogResult(diagnosis=diagnosis, source=source, log_bytes=size,
                                next=next_step("reproduced", diagnosis).replace("reproducible: ", ""))
     if inp.session_id:

@@ -90,6 +90,8 @@ class Finding:
     group: Group
     mismatch: CollectiveMismatch
     created_ns: int
+    stalled: list[int] = field(default_factory=list)
+    """Ranks that entered a collective peers completed and never completed it themselves."""
     explained_by: str | None = None
 
 
@@ -247,8 +249,8 @@ def _finding(group: Group) -> Finding | None:
         ops[str(rank)] = call.describe() if call else "(not entered)"
     created = [st.entries[seq].created_ns for st in standing.values() if seq in st.entries]
     mismatch = CollectiveMismatch(group=group.label, seq=seq, ops=ops,
-                                  missing_ranks=missing, culprit_ranks=culprits, kind=kind, stalled_ranks=stalled)
-    return Finding(group, mismatch, min(created, default=0) or 0)
+                                  missing_ranks=missing, culprit_ranks=culprits, kind=kind)
+    return Finding(group, mismatch, min(created, default=0) or 0, stalled)
 
 
 def _blocked_in(dump: RankDump, groups: dict[str, Group]) -> str | None:
@@ -310,5 +312,8 @@ def analyse(found: DumpSet) -> Report:
         culprits = culprits or {r for f in chosen for r in f.mismatch.culprit_ranks}
         mismatch = first.mismatch.model_copy(update={"culprit_ranks": sorted(culprits)})
     waiting = sorted({r for g in groups.values() for r, st in g.standing.items() if st.entered > st.completed})
-    return Report(collectives=_rank_places(groups), mismatch=mismatch, findings=findings, groups=groups,
+    places = _rank_places(groups)
+    for place in places:
+        place.node = found.hosts.get(place.rank)
+    return Report(collectives=places, mismatch=mismatch, findings=findings, groups=groups,
                   dumps=dumps, notes=list(found.notes), waiting=waiting)

@@ -32,6 +32,7 @@ MAX_FRAMES = 24
 MAX_DEPTH = 6
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 NOT_LOGS = (".py", ".md", ".yaml", ".yml", ".toml", ".json", ".cfg", ".ini", ".sh")
+_READY = re.compile(r"^ready\.(\d+)\.(.+)\.(\d+)$")
 _RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump))?$", re.IGNORECASE)
 
 
@@ -87,6 +88,8 @@ class DumpSet:
     """Text files found beside the dumps (name, bytes), for the log's own diagnosis."""
     notes: list[str] = field(default_factory=list)
     """What was left out and why (a refused member, a duplicate rank, a file that is no dump)."""
+    hosts: dict[int, str] = field(default_factory=dict)
+    """rank -> host, from the `ready.<rank>.<host>.<pid>` files rootcause's dump hook writes."""
 
 
 def _int(value: Any, default: int = 0) -> int:
@@ -177,7 +180,8 @@ def decode(data: bytes, source: str) -> tuple[Any, str] | None:
             return loads_plain(data), "pickle"
         except RefusedPickle as exc:
             raise DumpError(f"{source} was not loaded: {exc}.",
-                            "a flight-recorder dump is plain data; this pickle would run code when loaded") from None
+                            "a flight-recorder dump is plain data, this pickle would run code when loaded "
+                            "(a checkpoint goes to inspect_checkpoint)") from None
         except ValueError as exc:
             raise DumpError(f"{source} is not a readable flight-recorder dump: {exc}.",
                             "check the file was copied whole (a dump cut short cannot be read)") from None
@@ -204,9 +208,13 @@ class _Reader:
         if self.total > MAX_TOTAL_BYTES:
             raise DumpError(f"the dumps hold more than {MAX_TOTAL_BYTES // 2**20} MB.",
                             "give a folder with one dump per rank of the job that hung")
+        ready = _READY.match(PurePosixPath(name).name)
+        if ready:
+            self.found.hosts[int(ready.group(1))] = ready.group(2)[:200]
+            return
         decoded = decode(data, name)
         if decoded is None:
-            if _is_text(data) and not name.lower().endswith(NOT_LOGS):
+            if data.strip() and _is_text(data) and not name.lower().endswith(NOT_LOGS):
                 self.found.logs.append((name, data))
             return
         obj, form = decoded

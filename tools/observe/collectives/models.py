@@ -40,4 +40,3 @@ class CollectiveMismatch(BaseModel):
     culprit_ranks: list[int] = Field(default_factory=list)
     kind: str = ""
     """op | sizes | missing | stalled (entered, never completed what the peers completed)."""
-    stalled_ranks: list[int] = Field(default_factory=list)

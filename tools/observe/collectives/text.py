@@ -71,7 +71,7 @@ def finding_line(finding: Finding, sites: dict[int, str], stack_sites: dict[int,
             head += f"; {whose} last, #{last.seq} {last.describe()}, completed"
     elif m.kind == "stalled":
         done = sorted(r for r, st in finding.group.standing.items() if st.completed >= m.seq)
-        head = (f"{_ranks(m.stalled_ranks)} entered collective #{m.seq} of {m.group} and never completed it; "
+        head = (f"{_ranks(finding.stalled)} entered collective #{m.seq} of {m.group} and never completed it; "
                 f"{_ranks(done)} completed it (a rank's own device stopped)")
         if m.missing_ranks:
             later = max(st.entered for st in finding.group.standing.values())
