@@ -662,13 +662,23 @@ def diagnose_run(record: RunRecord, root: Path) -> Diagnosis:
     return diagnosis
 
 
+def _named_site(stack: StackSummary) -> str:
+    """`end_of_epoch at train.py:9`: the stack's user frame with the function the frame is in."""
+    site = stack.user_frame or stack.call_site or ""
+    tail = site.rsplit("/", 1)[-1]
+    for frame in reversed(stack.frames):  # `module:function (file:line)`
+        if frame.endswith(f"{tail})") and " (" in frame:
+            return f"{frame.split(' (', 1)[0].rsplit(':', 1)[-1]} at {site}"
+    return site
+
+
 def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diagnosis:
     """The flight-recorder analysis on a diagnosis: each rank's place per group, the mismatch, its lines
     first in the message of a hang said in no better words (no exception read), and atop the excerpt."""
     if not report.dumps:
         return diagnosis
     stacks = {s.rank: s for s in diagnosis.stacks if s.rank is not None}
-    sites = {rank: s.user_frame or s.call_site or "" for rank, s in stacks.items() if s.user_frame or s.call_site}
+    sites = {rank: _named_site(s) for rank, s in stacks.items() if s.user_frame or s.call_site}
     facts = collective_lines(report, root, sites)
     for place in report.collectives:
         place.node = (stacks[place.rank].node if place.rank in stacks else None) or place.node

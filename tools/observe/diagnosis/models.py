@@ -83,8 +83,8 @@ class Diagnosis(BaseModel):
     def basis(self) -> str:
         """What a diagnosis without a read error rests on, said before its message ('' when an exception, a
         known error line or a metric series was read, or nothing but the exit status): a traceback from a guess."""
-        if "exception" in self.evidence or "template" in self.evidence or "metrics" in self.evidence:
-            return ""  # the metrics' message says which series and how many points
+        if {"exception", "template", "metrics", "flight_recorder"} & set(self.evidence):
+            return ""  # the metrics' message says which series and how many points; the recorder's, which ranks
         if "stack_dump" in self.evidence:
             return "from the stack dumps alone: "
         return "from keywords alone: " if "keywords" in self.evidence else ""
