@@ -18,6 +18,7 @@ from rootcause.tools.bisect.causes import Scope, not_the_package
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
+from rootcause.tools.core.validate import regex_field
 from rootcause.tools.observe.evidence import (
     EXPECT_TEXT,
     MAX_TIMEOUT_S,
@@ -32,6 +33,7 @@ from rootcause.tools.observe.evidence import (
     run_observed,
 )
 from rootcause.tools.observe.evidence import yardstick as make_yardstick
+from rootcause.tools.observe.evidence.expect import EXPECT_FLAGS
 from rootcause.tools.record.store import SessionStore, require_open
 
 Outcome = Literal["pass", "fail", "hang", "crash", "skip", "not_run"]
@@ -47,6 +49,7 @@ class ReproducerFields(RunFields):
     setup_timeout_s: float = Field(600.0, gt=0, description="Limit for one environment-building step (uv, git, "
                                                             "codegen), in seconds.")
     session_id: str | None = Field(None, description="Session to record the result in (advances Phase 2).")
+    check_expect = regex_field("expect", EXPECT_FLAGS)
 
 
 @dataclass

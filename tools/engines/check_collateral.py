@@ -26,6 +26,7 @@ from rootcause.tools.core import gitrepo
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
+from rootcause.tools.core.validate import regex_field
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.observe.evidence import (
     EXPECT_TEXT,
@@ -39,6 +40,7 @@ from rootcause.tools.observe.evidence import (
     pytest_position,
     yardstick,
 )
+from rootcause.tools.observe.evidence.expect import EXPECT_FLAGS
 from rootcause.tools.record.evidence import CollateralEvidence
 from rootcause.tools.record.store import SessionStore, require_open
 from rootcause.tools.run.worktrees import leased
@@ -64,6 +66,7 @@ class CheckCollateralInput(RunFields):
     expect: str | None = Field(None, description=f"{EXPECT_TEXT} For a command that is not a test runner: a run "
                                                  "failing otherwise gives no verdict.")
     session_id: str | None = Field(None, description="Session to record the result in (advances Phase 4).")
+    check_expect = regex_field("expect", EXPECT_FLAGS)
 
 
 class Side(BaseModel):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, field_validator, model_validator
 from rootcause import prompts
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult, bounded
+from rootcause.tools.core.validate import regex_field
 from rootcause.tools.judge import protocol
 from rootcause.tools.judge.baseline import (
     FALLBACK_FACT,
@@ -72,6 +75,18 @@ class VerifyHypothesisInput(RunFields):
                                                          "(instead of the /marked/ text).")
     runs: int = Field(1, ge=1, le=10,
                       description="Runs of the experiment (1..10); raised to 3 when the baseline was flaky.")
+    check_disproof_regex = regex_field("disproof_regex", re.MULTILINE)
+
+    @field_validator("expect")
+    @classmethod
+    def _expect_word_or_regex(cls, value: str) -> str:
+        parse_expect(value)  # refused naming expect
+        return value
+
+    @model_validator(mode="after")
+    def _marked_patterns_compile(self) -> VerifyHypothesisInput:
+        disproof_patterns(self.disproof, self.disproof_regex)  # refused naming the /pattern/ marked in disproof
+        return self
 
 
 class VerifyHypothesisResult(ToolResult):
