@@ -143,7 +143,8 @@ async def test_torchrun_gloo_hang_names_the_collective_and_leaves_nothing(repo: 
     by_rank = {s["rank"]: s for s in d["stacks"] if s["rank"] is not None}
     assert by_rank[0]["collective"] == "all_reduce"
     assert by_rank[1]["collective"] is None and "wait_forever" in by_rank[1]["frames"][-1]
-    assert d["ranks"]["0"]["outcome"] == d["ranks"]["1"]["outcome"] == "hang"
+    # Rank 1 never reached the all_reduce rank 0 waits in: it holds the job up.
+    assert d["ranks"]["0"]["outcome"] == "hang" and d["ranks"]["1"]["outcome"] == "culprit"
     assert "waits in all_reduce" in result.content[0].text
     # The user's lines, not torch's innermost frame: where each rank stands, and the location.
     assert d["location"] == "hang_dist.py:18"
