@@ -6,6 +6,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 from pydantic import BaseModel, Field, PrivateAttr
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
@@ -219,11 +220,30 @@ def _spike_model(s: metrics.Spike) -> Spike:
                  line=None if s.line is None else s.line + 1)
 
 
+def _reading_notes(series: MetricSeries) -> list[str]:
+    """What the reading left out or cut, in words (empty when every line was read whole)."""
+    notes = []
+    cut = series.cuts.note()
+    if cut:
+        notes.append(cut)
+    if series.repeated:
+        repeated = ", ".join(f"{n:,} of {m}" for m, n in series.repeated.items())
+        notes.append(f"steps printed more than once (a resumed run?): the first value printed for a step is kept, "
+                     f"the later ones left out ({repeated})")
+    if series.metrics_dropped:
+        notes.append(f"the log names more than {metrics.MAX_METRICS} metrics: {series.metrics_dropped:,} values of "
+                     "the later names were not read")
+    return notes
+
+
 def _no_series_error(series: MetricSeries, shown: str) -> UsageError:
     if not series.records:
         sample = " | ".join(series.sample[:4]) or "(empty file)"
         seen = ", ".join(f"{k} ({n})" for k, n in series.ignored_keys.most_common(10))
         found = (f"found only numbers named {seen}; " if seen else "") + f"first lines: {sample}"
+        cut = series.cuts.note()
+        if cut:
+            found += f"; {cut}"
         return UsageError(
             f"no recognisable metric series in {shown}: {series.lines} lines, none with a loss, grad_norm, lr or "
             f"step in a known format; {found}.",
@@ -290,7 +310,7 @@ def _findings(result: AnalyzeTrainingLogResult, series: MetricSeries) -> None:
     first = series.first_nonfinite
     if first is not None and spikes:
         reference = series.points.get(first.metric) or series.points.get("loss") or next(iter(series.points.values()))
-        logged = reference.steps[reference.steps < first.step]
+        logged = reference.steps[:int(np.searchsorted(reference.steps, first.step))]  # steps are sorted
         since = int(logged[-BEFORE_NONFINITE]) if len(logged) >= BEFORE_NONFINITE else (
             int(logged[0]) if len(logged) else first.step)
         result.spikes_before_nonfinite = [_spike_model(s) for s in spikes if since <= s.step < first.step]
@@ -323,6 +343,7 @@ async def analyze_training_log(inp: AnalyzeTrainingLogInput, ctx: ToolContext) -
     if len(series.ranks) > 1:
         notes.append(f"{len(series.ranks)} streams in the log (ranks {', '.join(r or 'none' for r in series.ranks)}); "
                      f"the series are rank {series.rank_used or 'none'}'s ({metrics.RANK_RULE})")
+    notes += _reading_notes(series)
 
     out_dir = ctx.workspace.state_dir("numerics")
     stamp = f"{path.name[:60]}-{int(time.time() * 1000)}"

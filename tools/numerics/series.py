@@ -45,19 +45,37 @@ def relative_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return diff
 
 
+BLOCK = 1 << 18
+"""Steps compared per block (the temporaries of a block stay a few MB however long the runs are)."""
+
+
 def divergence(a: Points, b: Points, metric: str, rtol: float) -> DivergenceFound:
-    common, ia, ib = np.intersect1d(a.steps, b.steps, assume_unique=True, return_indices=True)
-    if not len(common):
+    """The first step both series print where they differ beyond rtol; both series' steps are sorted and unique."""
+    compared, worst = 0, 0.0
+    first: DivergenceFound | None = None
+    for start in range(0, len(a), BLOCK):
+        steps = a.steps[start:start + BLOCK]
+        at = np.minimum(np.searchsorted(b.steps, steps), len(b) - 1) if len(b) else np.zeros(0, np.int64)
+        both = np.flatnonzero(b.steps[at] == steps) if len(b) else np.zeros(0, np.int64)
+        if not len(both):
+            continue
+        ia, ib = both + start, at[both]
+        diff = relative_difference(a.values[ia], b.values[ib])
+        compared += len(both)
+        finite = diff[np.isfinite(diff)]
+        if len(finite):
+            worst = max(worst, float(finite.max()))
+        over = np.flatnonzero(diff > rtol)
+        if first is None and len(over):
+            i = int(over[0])
+            first = DivergenceFound(metric, 0, int(a.steps[ia[i]]), float(a.values[ia[i]]), float(b.values[ib[i]]),
+                                    float(diff[i]), None)
+    if not compared:
         return DivergenceFound(metric, 0, None, None, None, None, None)
-    diff = relative_difference(a.values[ia], b.values[ib])
-    over = np.flatnonzero(diff > rtol)
-    finite = diff[np.isfinite(diff)]
-    worst = float(finite.max()) if len(finite) else 0.0
-    if not len(over):
-        return DivergenceFound(metric, len(common), None, None, None, None, worst)
-    i = int(over[0])
-    return DivergenceFound(metric, len(common), int(common[i]), float(a.values[ia[i]]), float(b.values[ib[i]]),
-                           float(diff[i]), worst)
+    if first is None:
+        return DivergenceFound(metric, compared, None, None, None, None, worst)
+    first.compared_steps, first.max_relative_difference = compared, worst
+    return first
 
 
 @dataclass
@@ -73,8 +91,11 @@ class LrCourse:
 
 def lr_course(lr: Points, end_step: int | None) -> LrCourse | None:
     """The lr up to the first non-finite step (else the end) against its early maximum; None when unremarkable."""
-    keep = np.isfinite(lr.values) & ((lr.steps <= end_step) if end_step is not None else True)
-    steps, values = lr.steps[keep], lr.values[keep]
+    end = len(lr) if end_step is None else int(np.searchsorted(lr.steps, end_step, side="right"))
+    steps, values = lr.steps[:end], lr.values[:end]  # views: an lr of millions of steps is not copied
+    finite = np.isfinite(values)
+    if not finite.all():
+        steps, values = steps[finite], values[finite]
     if len(values) < 5:
         return None
     early = max(1, math.ceil(EARLY_FRACTION * len(values)))

@@ -8,25 +8,31 @@ metric yardstick (`keep=["val_acc"]`: any named metric, read step by step).
     series.first_nonfinite                      # NonFinite(step, metric, value, line) or None
     series.spikes()                             # the one spike rule (SPIKE_RULE), loss and grad_norm
 
-Lines are read one at a time (streaming) and normalised by tools/logs/lines.py (the launcher's
-rank tag, timestamps, logger formats); each carriage-return segment gives at most one record
-(tools/logs/metric_formats.py: the formats and the vocabulary of names). One rank is read: rank
-0 when it prints metrics, else the first stream that does. Per-step numbers are kept in compact
-arrays (loss, grad_norm, lr and every metric named like a loss or a norm); other metrics keep a
-running summary only.
+Lines are read one at a time (streaming), at most MAX_LINE characters at once: a longer line comes
+in pieces cut at carriage returns, so every progress-bar update of a one-line tqdm log is read, and a
+segment longer than that is cut and counted in `series.cuts` (tools/observe/logs/bounded.py). Lines
+are normalised by tools/logs/lines.py (the launcher's rank tag, timestamps, logger formats); each
+carriage-return segment gives at most one record (tools/logs/metric_formats.py: the formats and the
+vocabulary of names). One rank is read: rank 0 when it prints metrics, else the first stream that
+does. Per-step numbers are kept in compact columns (tools/observe/logs/columns.py: float64 values,
+steps and lines as arithmetic runs, about 8 bytes a point) for loss, grad_norm, lr and every metric
+named like a loss or a norm; other metrics keep a running summary only. Whole-series passes (spikes,
+ranges) go a block at a time, so their temporaries stay a few MB.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import re
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from rootcause.tools.observe.logs.bounded import MAX_LINE, Cuts, pieces
+from rootcause.tools.observe.logs.columns import Column, IntSeq
 from rootcause.tools.observe.logs.lines import PREFIXES, LineModel, clean
 from rootcause.tools.observe.logs.metric_formats import (
     IGNORED,
@@ -72,6 +78,8 @@ SPIKE_RULE = (f"a finite value above {SPIKE_FACTOR:g}x the median of the previou
 PREFIXED = object()
 """feed()'s default rank: split the launcher prefix off the line to learn it."""
 RANK_RULE = "rank 0 when it prints metrics, else the first rank (or unprefixed stream) that does"
+MAX_METRICS = 1000
+"""Distinct metric names read (a log naming more, e.g. one key per sample, keeps the first ones)."""
 
 
 # -- series -------------------------------------------------------------------------------------------------------
@@ -132,13 +140,13 @@ class Points:
         if not len(self):
             return s
         finite = np.isfinite(self.values)
-        good = self.values[finite]
-        s.count, s.nonfinite = len(self), int((~finite).sum())
+        s.count, s.nonfinite = len(self), len(self) - int(np.count_nonzero(finite))
         s.first_step, s.last_step = int(self.steps[0]), int(self.steps[-1])
         s.final = float(self.values[-1])
-        if len(good):
-            s.min, s.max, s.first, s.last = float(good.min()), float(good.max()), float(good[0]), float(good[-1])
-            last = int(np.flatnonzero(finite)[-1])
+        if s.nonfinite < s.count:
+            low, high = _finite_range(self.values, finite if s.nonfinite else None)
+            first, last = int(np.argmax(finite)), len(self) - 1 - int(np.argmax(finite[::-1]))
+            s.min, s.max, s.first, s.last = low, high, float(self.values[first]), float(self.values[last])
             s.trailing_nonfinite = len(self) - 1 - last
             s.last_finite_step = int(self.steps[last])
         else:
@@ -168,6 +176,22 @@ class NonFinite:
     line: int | None = None
 
 
+CHUNK = 1 << 16
+"""Points per block of the whole-series passes (a block's temporaries stay a few MB)."""
+
+
+def _finite_range(values: np.ndarray, finite: np.ndarray | None) -> tuple[float, float]:
+    """min and max of the finite values (all of them when `finite` is None), a block at a time."""
+    if finite is None:
+        return float(values.min()), float(values.max())
+    low, high = math.inf, -math.inf
+    for start in range(0, len(values), CHUNK * 16):
+        block = values[start:start + CHUNK * 16][finite[start:start + CHUNK * 16]]
+        if len(block):
+            low, high = min(low, float(block.min())), max(high, float(block.max()))
+    return low, high
+
+
 def _rolling_medians(values: np.ndarray) -> np.ndarray:
     """medians[i]: median of values[max(0, i - WINDOW):i] (NaN when fewer than MIN_HISTORY)."""
     n = len(values)
@@ -182,47 +206,24 @@ def _rolling_medians(values: np.ndarray) -> np.ndarray:
 
 def find_spikes(steps: np.ndarray, values: np.ndarray, metric: str,
                 lines: np.ndarray | None = None) -> list[Spike]:
-    """The one spike rule (SPIKE_RULE) over a metric's values in step order; non-finite values are skipped."""
-    finite = np.isfinite(values)
-    idx = np.flatnonzero(finite)
-    vals = values[idx]
-    medians = _rolling_medians(vals)
-    with np.errstate(invalid="ignore"):
-        hit = (medians > 0) & (vals > SPIKE_FACTOR * medians)
-    return [Spike(int(steps[idx[i]]), metric, float(vals[i]), float(vals[i] / medians[i]), float(medians[i]),
-                  None if lines is None else int(lines[idx[i]]))
-            for i in np.flatnonzero(hit)]
+    """The one spike rule (SPIKE_RULE) over a metric's values in step order; non-finite values are skipped.
 
-
-class _Column:
-    """Append-only (step, value, line) triples of one metric."""
-
-    __slots__ = ("last_step", "lines", "steps", "values")
-
-    def __init__(self) -> None:
-        self.steps = array("q")
-        self.values = array("d")
-        self.lines = array("q")
-        self.last_step: int | None = None
-
-    def add(self, step: int, value: float, line: int) -> None:
-        if step == self.last_step:
-            return  # the first value printed for a step wins (an eval line repeating it does not)
-        self.last_step = step
-        self.steps.append(step)
-        self.values.append(value)
-        self.lines.append(line)
-
-    def points(self) -> Points:
-        steps = np.frombuffer(self.steps, dtype=np.int64) if self.steps else np.zeros(0, np.int64)
-        values = np.frombuffer(self.values, dtype=np.float64) if self.values else np.zeros(0)
-        lines = np.frombuffer(self.lines, dtype=np.int64) if self.lines else np.zeros(0, np.int64)
-        if len(steps) > 1 and not (np.diff(steps) > 0).all():  # a resumed run repeats steps: first one wins
-            order = np.argsort(steps, kind="stable")
-            unique, first = np.unique(steps[order], return_index=True)
-            keep = order[first]
-            steps, values, lines = unique, values[keep], lines[keep]
-        return Points(steps.copy(), values.copy(), lines.copy())
+    Read a block at a time, each block's windows starting with the last finite values of the blocks before."""
+    found: list[Spike] = []
+    history = np.zeros(0)
+    for start in range(0, len(values), CHUNK // 4):  # each point's window of 20 is copied: 2.6 MB a block
+        block = values[start:start + CHUNK // 4]
+        idx = np.flatnonzero(np.isfinite(block)) + start
+        joined = np.concatenate([history, values[idx]])
+        medians = _rolling_medians(joined)[len(history):]
+        vals = joined[len(history):]
+        with np.errstate(invalid="ignore"):
+            hit = (medians > 0) & (vals > SPIKE_FACTOR * medians)
+        found += [Spike(int(steps[idx[i]]), metric, float(vals[i]), float(vals[i] / medians[i]), float(medians[i]),
+                        None if lines is None else int(lines[idx[i]]))
+                  for i in np.flatnonzero(hit)]
+        history = joined[-SPIKE_WINDOW:]
+    return found
 
 
 @dataclass
@@ -240,6 +241,12 @@ class MetricSeries:
     stats: dict[str, Stats] = field(default_factory=dict)
     sample: list[str] = field(default_factory=list)
     ignored_keys: Counter[str] = field(default_factory=Counter)
+    cuts: Cuts = field(default_factory=Cuts)
+    """Segments longer than MAX_LINE characters, of which only the first MAX_LINE were read."""
+    repeated: dict[str, int] = field(default_factory=dict)
+    """Per metric, values dropped at a step printed again (a resumed run: the first value printed is kept)."""
+    metrics_dropped: int = 0
+    """Values of metric names beyond the first MAX_METRICS, not read."""
 
     @property
     def records(self) -> int:
@@ -283,9 +290,10 @@ class _Stream:
 
     def __init__(self, wanted: frozenset[str] = frozenset()) -> None:
         self.wanted = wanted
-        self.columns: dict[str, _Column] = {}
+        self.columns: dict[str, Column] = {}
         self.stats: dict[str, Stats] = {}
-        self.step_list = array("q")
+        self.step_list = IntSeq()
+        self.dropped = 0
         self.explicit = 0
         self.inferred = 0
         self.current = 0
@@ -308,7 +316,7 @@ class _Stream:
             self.inferred += 1
         self.started = True
         step = self.current
-        if not self.step_list or self.step_list[-1] != step:
+        if self.step_list.last != step:
             self.step_list.append(step)
         for key, value in record.metrics.items():
             if key in self.current_keys:
@@ -316,11 +324,17 @@ class _Stream:
             if keeps_points(key, self.wanted):
                 column = self.columns.get(key)
                 if column is None:
-                    column = self.columns[key] = _Column()
+                    if len(self.columns) + len(self.stats) >= MAX_METRICS:
+                        self.dropped += 1
+                        continue
+                    column = self.columns[key] = Column()
                 column.add(step, value, line)
             else:
                 stats = self.stats.get(key)
                 if stats is None:
+                    if len(self.columns) + len(self.stats) >= MAX_METRICS:
+                        self.dropped += 1
+                        continue
                     stats = self.stats[key] = Stats()
                 stats.add(step, value)
         self.current_keys.update(record.metrics)
@@ -336,6 +350,7 @@ class MetricExtractor:
     """
 
     HEAD = 200
+    HEAD_CHARS = 1_000_000
 
     def __init__(self, keep: Iterable[str] = ()) -> None:
         self.wanted = frozenset(canonical(name) for name in keep)
@@ -349,19 +364,33 @@ class MetricExtractor:
         self._ranks_seen: dict[str | None, None] = {}
         self._model: LineModel | None = None
         self._head: list[tuple[str, int]] = []
+        self._head_chars = 0
         self._rank_tags: tuple[re.Pattern[str], ...] = ()
         self._tags: dict[str, str] = {}
         self._prefix: tuple[int, str, str | None] = (0, "", None)
 
-    def feed(self, line: str, index: int | None = None, rank: int | str | object | None = PREFIXED) -> None:
+    def feed(self, line: str, index: int | None = None, rank: int | str | object | None = PREFIXED, *,
+             continues: bool = False) -> None:
         """One physical line of the log; `index` is its 0-based line number (default: lines fed so far).
 
         Pass `rank` when the caller split the launcher prefix off already (None: unprefixed): the line
-        is then read as it is, with no line model."""
-        number = self.series.lines if index is None else index
-        self.series.lines += 1
-        if len(line) > 100_000:
-            line = line[:100_000]
+        is then read as it is, with no line model. `continues`: a further piece of the line fed last (a long
+        line read in pieces, tools/observe/logs/bounded.py), not counted again. A line longer than MAX_LINE is
+        read in such pieces, each carriage-return segment kept (a segment longer than that is cut, in
+        `series.cuts`)."""
+        if continues:
+            number = self.series.lines - 1 if index is None else index
+        else:
+            number = self.series.lines if index is None else index
+            self.series.lines += 1
+        if len(line) > MAX_LINE:
+            with io.StringIO(line, newline="\n") as fh:
+                for piece, _, _ in pieces(fh, self.series.cuts, start=number):
+                    self._piece(piece, number, rank)
+            return
+        self._piece(line, number, rank)
+
+    def _piece(self, line: str, number: int, rank: int | str | object | None) -> None:
         if rank is not PREFIXED:
             tag = None if rank is None else str(rank)
             for segment in line.split("\r"):
@@ -370,7 +399,8 @@ class MetricExtractor:
             return
         if self._model is None:
             self._head.append((line, number))
-            if len(self._head) >= self.HEAD:
+            self._head_chars += len(line)
+            if len(self._head) >= self.HEAD or self._head_chars >= self.HEAD_CHARS:
                 self._learn()
             return
         self._raw(line, number)
@@ -462,7 +492,8 @@ class MetricExtractor:
         if record is None:
             return
         if record.format == IGNORED:
-            series.ignored_keys.update(list(record.metrics))
+            if len(series.ignored_keys) < MAX_METRICS:  # kept for the error message only
+                series.ignored_keys.update(list(record.metrics))
             return
         if not self._chose:
             self._chose, self._chosen = True, rank
@@ -479,11 +510,16 @@ class MetricExtractor:
         series.ranks = list(self._ranks_seen)
         series.rank_used = self._chosen
         series.explicit, series.inferred = stream.explicit, stream.inferred
-        series.points = {name: column.points() for name, column in stream.columns.items()}
+        for name, column in stream.columns.items():
+            steps, values, lines, repeats = column.arrays()
+            series.points[name] = Points(steps, values, lines)
+            if repeats:
+                series.repeated[name] = repeats
         series.stats = dict(stream.stats)
         series.stats.update({name: pts.stats() for name, pts in series.points.items()})
-        steps = np.frombuffer(stream.step_list, dtype=np.int64) if stream.step_list else np.zeros(0, np.int64)
-        series.steps = len(np.unique(steps))
+        step_list = stream.step_list
+        series.steps = len(step_list) if step_list.increasing else len(np.unique(step_list.array()))
+        series.metrics_dropped = stream.dropped
         return series
 
 
@@ -498,11 +534,12 @@ def scan_metrics(source: str | Path | Iterable[str],
     if isinstance(source, Path):
         total = source.stat().st_size
         next_report = 4 << 20
-        # newline="\n": a carriage return (a progress bar redraw) stays inside its line, as a segment.
+        # newline="\n": a carriage return (a progress bar redraw) stays inside its line, as a segment; a long
+        # line comes in pieces cut at carriage returns (a tqdm log may be one line of 300 MB).
         with open(source, encoding="utf-8", errors="replace", newline="\n") as fh:
             raw = fh.buffer.raw  # type: ignore[attr-defined]
-            for count, line in enumerate(fh):
-                extractor.feed(line.rstrip("\n"))
+            for count, (piece, number, first) in enumerate(pieces(fh, extractor.series.cuts)):
+                extractor.feed(piece, number, continues=not first)
                 if progress is not None and not count & 4095 and raw.tell() >= next_report:
                     next_report = raw.tell() + (4 << 20)
                     progress(raw.tell(), total)
