@@ -110,5 +110,7 @@ def expand_error_files(text: str) -> str:
         if stack and message.strip() and stack[-1].strip().rsplit(".", 1)[-1] == kind.strip():
             stack[-1] = f"{stack[-1].rstrip()}: {message.strip()}"
         out.extend(prefix + s for s in stack)
-        out.append(prefix.rstrip())
+        # A blank line ends the traceback; a type raised without a message takes a second one, or the next
+        # paragraph would be read as its message.
+        out.extend([prefix.rstrip()] * (1 if ": " in stack[-1] else 2))
     return "\n".join(out)

@@ -126,6 +126,8 @@ MAX_COLLECTIVES = 256
 
 
 def _tier(error: FoundError, category: str) -> int:
+    if error.source != "template" and is_warning(error.type):
+        return 4  # a warning (`UserWarning: ... CUDA out of memory`) is the root only when nothing raised
     if _WRAPPERS.search(error.type) or (error.source != "template" and _WRAPPER_MESSAGES.search(error.message)
                                         and not _embedded_cause(error.message)):
         return 3
@@ -361,8 +363,8 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
         if m and line.rank is not None:
             nodes.setdefault(line.rank, m.group("node"))
     for error in sorted(errors, key=lambda e: e.line):
-        if error.rank is None or error.ignored:
-            continue
+        if error.rank is None or error.ignored or (error.type == "LoggedError" and collectives and collectives.found):
+            continue  # a logged line the watchdog reader read better (a rank dumping its debug info)
         category = categorise(error, in_test)
         # Killed from outside (a signal, the OOM killer, Slurm's cancellation) is a crash, not a failure it raised.
         killed = error.type.startswith("Signal") or error.template == "slurm-cancelled" or (
@@ -435,11 +437,12 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
 
 
 def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundError | None,
-                    root: Path, collectives: Collectives | None = None) -> sig.Identity:
+                    root: Path, collectives: Collectives | None = None,
+                    errors: list[FoundError] | None = None) -> sig.Identity:
     """A hang is identified by its hang error (else `hang` and the watchdogs' reports), the collectives processes
     wait in and where each process stands (tools/observe/diagnosis/hangs.py)."""
     own = _error_signature(error, root) if error is not None and categorise(error, False) == "hang" else None
-    return hang_identity(own, error, stacks, texts, collectives or Collectives(), root)
+    return hang_identity(own, error, stacks, texts, collectives or Collectives(), root, errors)
 
 
 def _in_root(root: Path, name: str) -> bool:
@@ -580,7 +583,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if not summaries and category == "hang":
         summaries = stacks_in_log(text, root)  # a hung job's log with the dumps its processes wrote
     if category == "hang":
-        found = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root, collectives)
+        found = _hang_signature(summaries, [p.text for p in stacks or []] or [text], error, root, collectives,
+                                errors)
     elif error is not None:
         found = _error_signature(error, root)
     elif signal:
@@ -612,7 +616,9 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
                                                                     if sites and not timed_out else "")
     if collectives.facts and category in ("hang", "distributed_error"):
         # One line per fact the watchdogs' reports give (who fired, who never arrived), after the error's own words.
-        message = "\n".join([message, *collectives.facts] if error is not None else [*collectives.facts, message])
+        own = error is not None and categorise(error, in_test) == category  # the error says it; the facts follow
+        parts = [message, *collectives.facts] if own else [*collectives.facts, message]
+        message = "\n".join(p for p in parts if p.strip())
     if not message.strip() and error is not None and error.source != "template" and error.type != "IncompleteTraceback":
         message = "(raised without a message)"  # `raise RendezvousTimeoutError`: the type is all it says
     if not message.strip():

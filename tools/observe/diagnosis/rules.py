@@ -63,7 +63,18 @@ def _matches(rule: DiagRule, error: FoundError) -> bool:
         return type_hit and func_hit
     if type_hit or func_hit:
         return True
-    return bool(rule.message and rule.message.search(error.message[:4000]))
+    return bool(rule.message and rule.message.search(without_counters(error.message[:4000])))
+
+
+# A training log's counters (Megatron's `number of nan iterations: 0`, `skipped iterations: 0`) count events: at
+# zero they say none happened, never that a value is NaN.
+_ZERO_COUNTER = re.compile(r"\b(?:number of )?(?:nan|inf|skipped|overflow(?:ed)?|non-?finite)\s+"
+                           r"(?:iterations?|iters?|steps?|batches|updates?|grads?|losses|values?|samples?)"
+                           r"(?:\s+count)?\s*[:=]\s*0+(?![\d.])", re.IGNORECASE)
+
+
+def without_counters(text: str) -> str:
+    return _ZERO_COUNTER.sub(" ", text) if "0" in text else text
 
 
 def categorise(error: FoundError, in_test: bool) -> str:

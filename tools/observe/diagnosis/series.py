@@ -8,8 +8,10 @@ the spike must also be strong: at least MIN_FACTOR times the median and, for gra
 an absolute floor (tiny norms jumping are noise). A steady rise counts too: every logged value
 above the one before for RISE_STEPS steps, ending RISE_FACTOR times where it started, or
 RISE_ABOVE_FLOOR's smaller factor above its floor (a run that diverges smoothly never jumps at
-once). A grad norm above ABSURD is an explosion whatever its trend. Only values before the metric's first non-finite
-one count (those are the nonfinite templates' business).
+once). A grad norm above ABSURD is an explosion whatever its trend. A short series (a pasted excerpt of a few
+steps) climbs when its last value is SHORT_CLIMB times its first, or its grad norm stays SHORT_ORDERS times the
+first step's. Only values before the metric's first non-finite one count (those are the nonfinite templates'
+business). The message says which series and how many points it rests on.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ RISE_FACTOR = {"grad_norm": 10.0, "loss": 2.5}
 RISE_ABOVE_FLOOR = {"grad_norm": (5.0, 10.0)}
 # A grad norm this large is no healthy run's, whatever its trend (clipping hides it from the loss for a while).
 ABSURD = {"grad_norm": 1e6}
+# A pasted excerpt of a few steps has no history for the spike rule: a climb over a short series counts when the
+# last value is SHORT_CLIMB times the first, or (grad norms) every value after the first is SHORT_ORDERS times it.
+SHORT_SERIES = 20
+SHORT_MIN_POINTS = 3
+SHORT_CLIMB = 4.0
+SHORT_ORDERS = 100.0
 
 
 def _explosion(name: str, message: str, at: Line | None) -> FoundError:
@@ -89,7 +97,26 @@ def find_spike(lines: list[Line]) -> FoundError | None:
                 found.append((int(where[i]), f"{name} rose {values[i] / start:.1f}x over {risen} logged "
                               f"steps ({start:g} to {values[i]:g})"))
                 break
+        found.extend(_short_climb(name, values, steps, where))
         if found:
             index, message = min(found)
-            return _explosion(name, message, by_index.get(index))
+            return _explosion(name, f"from the {name} series alone ({len(values)} points): {message}",
+                              by_index.get(index))
     return None
+
+
+def _short_climb(name: str, values: np.ndarray, steps: np.ndarray, where: np.ndarray) -> list[tuple[int, str]]:
+    """A climb over a series too short for the spike rule (SHORT_SERIES points or fewer), stating the rule."""
+    if not SHORT_MIN_POINTS <= len(values) <= SHORT_SERIES or values[0] <= 0:
+        return []
+    first, last = float(values[0]), float(values[-1])
+    if last >= SHORT_CLIMB * first and last > FLOOR[name]:
+        return [(int(where[-1]), f"{name} rose {last / first:.1f}x in {len(values)} points ({first:g} at step "
+                                 f"{steps[0]} to {last:g} at step {steps[-1]}): a short series climbing "
+                                 f"{SHORT_CLIMB:g}x or more")]
+    low = float(values[1:].min())
+    if name == "grad_norm" and low >= SHORT_ORDERS * first and low > FLOOR[name]:
+        return [(int(where[1]), f"grad_norm stayed {low / first:.0f}x or more above the first "
+                                f"step's {first:g} from step {steps[1]} on: two orders of magnitude above the first "
+                                f"step")]
+    return []

@@ -28,6 +28,7 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # A process group / rank tag names where, not what: `[PG 0 Rank 3]`, `[PG ID 1 PG GUID 1 Rank 5]`.
         (r"\[(?:PG [^\]]*?)?Rank \d+\]:?\s*", ""),
         (r"https?://\S+", "<url>"),
+        (r"(?<=[\w.\-])/{2,}(?=[\w.\-])", "/"),  # `/home//u/x.py`: one path, however its parts were joined
         # A command line as a list (`Command '['python', '-u', 'train.py', '--lr', '3e-4']' died`) is the
         # reporter's invocation, not the failure.
         (r"\[\s*(['\"])[^'\"\]]*\1(?=(?:\s*,\s*['\"][^'\"\]]*['\"])*\s*\])(?=[^\]]*['\"]--?\w)"
@@ -35,6 +36,10 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # How the model was wrapped (WRAPPER_COMPONENTS), not which parameter it is.
         (rf"(?<![\w])(?:{WRAPPER_COMPONENTS})\.(?=\w)", ""),
         # A model class (`LlamaForCausalLM`, `Gemma3ForConditionalGeneration`) is which model the reporter ran.
+        # How the model was wrapped (`state_dict for DistributedDataParallel:`, `'DataParallel' object has no
+        # attribute`): one failure whichever wrapper the reporter used.
+        (r"\b(?:Distributed)?DataParallel\b|\bFullyShardedDataParallel\b|\bOptimizedModule\b|\bDeepSpeedEngine\b|"
+         r"\bFloat16Module\b|\bPeftModel(?:For\w+)?\b", "<wrapper>"),
         (r"\b[A-Z]\w*For(?:CausalLM|ConditionalGeneration|SequenceClassification|TokenClassification|QuestionAnswering"
          r"|MaskedLM|Seq2SeqLM|ImageClassification|PreTraining|MultipleChoice)\b", "<model>"),
         (r"torch\.Size\(\[[^\]]*\]\)", "<shape>"),
@@ -67,10 +72,13 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z]|\((?!when checking))")
 
 
+_TRAILING = re.compile(r"[\s.!?:;,]+$")  # `... cpu!` and `... cpu` are one message
+
+
 def parameterise(text: str) -> str:
     for pattern, replacement in _SUBSTITUTIONS:
         text = pattern.sub(replacement, text)
-    return text.strip()
+    return _TRAILING.sub("", text.strip())
 
 
 _WRAPPED = re.compile(r"[\w,]$")  # a line that stops mid-sentence (no closing punctuation)

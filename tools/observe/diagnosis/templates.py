@@ -163,6 +163,7 @@ _ANY = re2.compile(_ANY_PATTERN) if not _LOOKAROUND.search(_ANY_PATTERN) else re
 _HEDGE = re.compile(r"\b(?:potential|possible|probable) (?:root )?causes?\b|"
                     r"\b(?:may|might|could|can) be (?:caused by|due to)\b", re.IGNORECASE)
 _SOURCE_LINE = re.compile(r"\braise\s+[\w.]+\(")
+_WARNING = re.compile(r"\b((?:[A-Za-z_]\w*\.)*[A-Z]\w*Warning):\s")
 
 
 def rank_in(text: str) -> int | None:
@@ -207,6 +208,14 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
                 message = what or message
                 yield FoundError(type=m.group(1), message=message, line=line.index, rank=rank, source="template",
                                  template=None, category=None, start=line.index, end=line.index + 2)
+                break
+            warned = _WARNING.search(line.text, 0, m.start() + 1)
+            if warned:
+                # A warning that reports a failure (`UserWarning: Caught CUDA out of memory ... retrying`) is the
+                # root only when nothing raised: the engine ranks warnings last.
+                yield FoundError(type=warned.group(1), message=line.text[warned.end():].strip()[:2000],
+                                 line=line.index, rank=rank, source="bare", category=template.category,
+                                 start=line.index, end=line.index)
                 break
             typed = exception_line(unmarked(line.text)) if template.typed else None
             if typed:

@@ -34,6 +34,7 @@ _EMBEDDED = re.compile(r"Original Traceback|\(RANK \d+\)|terminated with the fol
                        r"(?:because of|with) the following (?:error|exception)|(?:^|\s)[Ee]xception:\s*$|"
                        r"Caused by:?\s*$|raised an exception:?\s*$")
 _BOX = re.compile(r"^\s*[│╭╰─╮╯]")
+_BANNER = re.compile(r"!{2,}\s*(?:\w+ )*?(?P<kind>Exception|Error)\b[^!]*!{2,}\s*(?P<message>\S.*)$")
 _WRAPPED_NAME = re.compile(r"^[\w<>.]{1,40}\s*$")  # the rest of a cut name, at column 0 (code lines are indented)
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
@@ -166,11 +167,15 @@ def parse_tracebacks(stream: list[Line], chain_base: int) -> Iterator[FoundError
                         break
                     k += 1
                 if not found and frames and not headerless and not any(ln.text.strip() for ln in stream[j:]):
-                    # The log ends inside the traceback (cut off): the frames are all there is.
+                    # The log ends inside the traceback (cut off): the frames are all there is, unless a banner
+                    # just above said the message (ComfyUI's `!!! Exception during processing !!! <message>`).
                     chain += 1
-                    yield FoundError(type="IncompleteTraceback", message="", line=stream[j - 1].index,
-                                     rank=stream[j - 1].rank, frames=frames, chain=chain,
-                                     start=stream[start].index, end=stream[j - 1].index)
+                    said = next((b for ln in reversed(stream[max(0, start - 3):start])
+                                 if (b := _BANNER.search(ln.text))), None)
+                    yield FoundError(type=said.group("kind") if said else "IncompleteTraceback",
+                                     message=said.group("message").strip() if said else "",
+                                     line=stream[j - 1].index, rank=stream[j - 1].rank, frames=frames, chain=chain,
+                                     start=stream[start - 1 if said else start].index, end=stream[j - 1].index)
                     break
             else:
                 loose = _loose(stream, i + 1)
