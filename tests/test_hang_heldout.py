@@ -62,8 +62,13 @@ def test_hang_heldout_score(scored: dict[str, tuple[dict, Diagnosis]]) -> None:
     culprit_right = [item["file"] for item, d in named if culprits(d) == sorted(item["culprit_ranks"])]
     counts = Counter(d.signature for _, d in category)
     shared = sorted(item["file"] for item, d in category if counts[d.signature] > 1)
+    # Not a target, a figure: the labelled call site (`file.py:function`) stands in the signature as `file:function`.
+    sited = [(item, d) for item, d in category if item.get("call_site")]
+    sites = sum(f"{Path(item['call_site'].split(':')[0]).stem}:{item['call_site'].split(':')[1]}" in d.signature
+                for item, d in sited)
     print(f"\nhangs_heldout: category {len(right)}/{len(category)}, hang {hang_right}/{len(hangs)}, "
-          f"culprit ranks {len(culprit_right)}/{len(named)}, {len(shared)} logs sharing a signature")
+          f"culprit ranks {len(culprit_right)}/{len(named)}, {len(shared)} logs sharing a signature, "
+          f"call sites {sites}/{len(sited)}")
     for item, d in category:
         marks = []
         if d.category != item["category"]:

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rootcause.tools.observe.diagnosis import frames as frame_names
 from rootcause.tools.observe.diagnosis import signature as sig
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.models import StackSummary
 from rootcause.tools.observe.diagnosis.rules import GENERIC
-from rootcause.tools.observe.diagnosis.stacks import dump_sites, has_dump, is_observer_function
+from rootcause.tools.observe.diagnosis.stacks import (
+    Thread,
+    call_site,
+    dump_sites,
+    has_dump,
+    is_observer_function,
+    site_name,
+)
 from rootcause.tools.observe.diagnosis.watchdog import Collectives, shape
 
 _ABORTS = ("fatal-python-error Aborted", "signal SIGABRT")
@@ -45,17 +51,29 @@ def hang_category(category: str, error: FoundError | None, collectives: Collecti
     return category
 
 
+def _site(frames: list, root: Path) -> str:
+    """A stack's call site as stacks reads a dump's: user frames, else library frames outside stdlib and torch
+    (torch's collective frames are in every hang and tell none apart)."""
+    found = call_site([Thread("error", frames)], root) if frames else []
+    return ">".join(site_name(f, root) for f in found)
+
+
 def hang_identity(group: sig.Identity | None, error: FoundError | None, stacks: list[StackSummary],
-                  texts: list[str], collectives: Collectives, root: Path) -> sig.Identity:
-    """group: the hang error's identity (None: the log has no hang error of its own)."""
+                  texts: list[str], collectives: Collectives, root: Path,
+                  others: list[FoundError] | None = None) -> sig.Identity:
+    """group: the hang error's identity (None: the log has no hang error of its own); others: the log's other
+    errors, whose tracebacks show where the processes stood."""
     sites: list[str] = []
     for text in texts:
         sites.extend(dump_sites(text, root))
     sites.extend(s.call_site for s in stacks if s.call_site)
     waits = sorted({s.collective for s in stacks if s.collective})
     where = [*collectives.where, *(f"waits in {w}" for w in waits)]
-    own = frame_names.call_site(error.frames, root) if error is not None and error.frames else []
-    parts = [">".join(own)] if own else []
+    own = _site(error.frames, root) if error is not None else ""
+    parts = [own] if own else []
+    sites.extend(site for e in others or [] if e is not error and (site := _site(e.frames, root)))
+    if collectives.frames:
+        sites.append(_site(collectives.frames, root))
     parts += sorted(set(where) - set(parts))[:MAX_SITES]
     parts += sorted(set(sites) - set(parts))[:MAX_SITES]
     words = shape(collectives)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from rootcause.tools.observe.diagnosis.models import CollectiveMismatch, RankInfo
+from rootcause.tools.observe.diagnosis.models import CollectiveMismatch, Frame, RankInfo
 from rootcause.tools.observe.diagnosis.text import Line
 
 _RANK_TAG = (r"\[(?:PG (?:ID )?(?P<pgid>\d+)\s*(?:PG GUID (?P<guid>\d+))?\s*(?:\((?P<pgname>[^)]*)\))?\s*)?"
@@ -31,11 +31,13 @@ _DETECTED = re.compile(_RANK_TAG + r"\s*(?:failure detected by watchdog at work 
 _SIGNAL = re.compile(_RANK_TAG + r"\s*Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local "
                      r"rank)|rank (?P<origin>\d+))\b.*?Last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL "
                      r"work: (?P<done>-?\d+)")
-_OBSERVED = re.compile(_RANK_TAG + r"\s*Observed flight recorder dump signal from another rank")
+_OBSERVED = re.compile(_RANK_TAG + r"\s*(?:Observed flight recorder dump signal from another rank|ProcessGroupNCCL "
+                       r"preparing to dump debug info)")
 _DESYNC_TIMEOUT = re.compile(r"\[(?P<rank>\d+)\] Timeout at collective: (?P<op>\w+), #(?P<seq>\d+)")
 _DESYNC_RANKS = re.compile(r"(?P<ranks>\[[\d,\s]*\]) (?P<what>joined but didn't finish|didn't join|did not join) "
                            r"(?:the )?collective #(?P<seq>\d+)")
 _FR_MISSING = re.compile(r"Not all ranks joining collective:?\s*sequence number:?\s*(?P<seq>\d+)")
+_FR_FRAME = re.compile(r"^\s*(?P<func>[\w<>.]+) at (?P<file>\S+\.py):(?P<line>\d+)\s*$")
 _FR_FIELD = re.compile(r"^\s*(?P<key>group info|collective|missing ranks|input sizes|world size):\s*(?P<value>.+?)\s*$")
 _BARRIER_FAILED = re.compile(r"(?:\[Rank (?P<by>\d+)\]:?\s*)?Ranks? (?P<ranks>\d+(?:\s*,\s*\d+)*) failed to pass "
                              r"monitoredBarrier")
@@ -76,6 +78,8 @@ class Collectives:
     kinds: list[str] = field(default_factory=list)
     """Which reports the log holds (nccl-watchdog, dump-signal, desync-report, fr-trace, monitored-barrier,
     fingerprint-mismatch, horovod-stall), in order of appearance."""
+    frames: list[Frame] = field(default_factory=list)
+    """A report's own stack of the stuck collective (fr_trace's `collective stack trace:`), outermost first."""
     where: list[str] = field(default_factory=list)
     """What the stuck collectives were, machine-independent (`ALLREDUCE`, Horovod's first stalled tensor)."""
 
@@ -162,7 +166,7 @@ def read_collectives(lines: list[Line]) -> Collectives:
                     origin = found.state(int(m.group("origin")))
                     origin.role, origin.group = "fired", state.group if origin.group == "?" else origin.group
                 found.saw("dump-signal")
-        if "Observed flight recorder dump signal" in text:
+        if "Observed flight recorder dump signal" in text or "preparing to dump debug info" in text:
             m = _OBSERVED.search(text)
             if m:
                 state = found.state(_rank_of(line, m))
@@ -227,10 +231,17 @@ def _fr_trace(found: Collectives, lines: list[Line], pos: int) -> None:
     if not m:
         return
     fields: dict[str, str] = {}
-    for ln in lines[pos + 1:pos + 16]:
+    stack: list[Frame] = []
+    for ln in lines[pos + 1:pos + 40]:
         f = _FR_FIELD.match(ln.text)
         if f:
             fields.setdefault(f.group("key"), f.group("value"))
+        frame = _FR_FRAME.match(ln.text)
+        if frame:
+            stack.append(Frame(file=frame.group("file"), line=int(frame.group("line")), function=frame.group("func")))
+        elif _FR_MISSING.search(ln.text):
+            break
+    found.frames = found.frames or list(reversed(stack))
     missing = _ints(fields.get("missing ranks", ""))
     group = fields.get("group info", "?").split(":", 1)[-1] or "?"
     op = fields.get("collective", "?").split(":", 1)[-1]
