@@ -15,6 +15,7 @@ from pathlib import Path
 from rootcause.tools.core.results import bounded
 from rootcause.tools.observe.collectives import DumpError, Report, analyse, read_dumps
 from rootcause.tools.observe.collectives import lines as collective_lines
+from rootcause.tools.observe.collectives.text import recorded_sites
 from rootcause.tools.observe.diagnosis import frames as frame_names
 from rootcause.tools.observe.diagnosis import signature as sig
 from rootcause.tools.observe.diagnosis.elastic import ElasticReport, expand_error_files, parse_elastic
@@ -686,9 +687,10 @@ def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diag
     stacks = {s.rank: s for s in diagnosis.stacks if s.rank is not None}
     sites = {rank: _named_site(s) for rank, s in stacks.items() if s.user_frame or s.call_site}
     facts = collective_lines(report, root, sites)
+    recorded = recorded_sites(report, root)
     for place in report.collectives:
         place.node = (stacks[place.rank].node if place.rank in stacks else None) or place.node
-        place.call_site = sites.get(place.rank)
+        place.call_site = sites.get(place.rank) or recorded.get(place.rank)
     diagnosis.collectives = report.collectives[:MAX_COLLECTIVES]
     diagnosis.mismatch = report.mismatch or diagnosis.mismatch
     if report.category and diagnosis.exception_type is None and diagnosis.category not in ("hang",
