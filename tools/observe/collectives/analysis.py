@@ -55,13 +55,16 @@ class Standing:
     entered: int
     completed: int
     known: bool = True
+    peers: dict[int, Entry] = field(default_factory=dict)
+    """seq -> a peer's entry: what a collective this rank took part in was, when its own dump dropped it
+    (dumps of unfinished work only)."""
     """False for a member with a dump but no entry of the group: where it stands there is unknown, and since
     dumps keep unfinished work, it has none pending there."""
 
     def call(self, seq: int) -> CollectiveCall | None:
         if seq <= 0:
             return None
-        entry = self.entries.get(seq)
+        entry = self.entries.get(seq) or (self.peers.get(seq) if seq <= self.entered else None)
         state = "completed" if seq <= self.completed else "entered"
         if entry is None:
             return CollectiveCall(seq=seq, op="collective", state=state)
@@ -150,6 +153,12 @@ def _groups(dumps: dict[int, RankDump]) -> dict[str, Group]:
                 continue
             entries = {e.seq: e for e in per_rank.get(name, {}).get(rank, [])}
             standing[rank] = _standing(dumps[rank], name, rank, entries)
+        peers: dict[int, Entry] = {}
+        for st in standing.values():
+            for seq, entry in st.entries.items():
+                peers.setdefault(seq, entry)
+        for st in standing.values():
+            st.peers = peers
         groups[name] = Group(name, descs.get(name, ""), sorted(ranks), standing,
                              no_dump=sorted(r for r in ranks if r not in dumps))
     return groups

@@ -17,11 +17,19 @@ MAX_LINES = 8
 
 
 def _rel(file: str, root: Path | None) -> str:
-    if root is not None:
-        try:
-            return Path(file).resolve().relative_to(Path(root).resolve()).as_posix()
-        except (ValueError, OSError):
-            pass
+    """Relative to the root; a path from another machine (`/home/u/proj/train.py`) by its tail when the root
+    holds that tail (`train.py`)."""
+    if root is None:
+        return file
+    try:
+        return Path(file).resolve().relative_to(Path(root).resolve()).as_posix()
+    except (ValueError, OSError):
+        pass
+    parts = Path(file).parts
+    for start in range(max(1, len(parts) - 4), len(parts)):
+        tail = Path(*parts[start:])
+        if (Path(root) / tail).is_file():
+            return tail.as_posix()
     return file
 
 
