@@ -78,7 +78,7 @@ def _dumps_only(report: Report, root: Path) -> Diagnosis:
     category = report.category or "hang"
     return Diagnosis(category=category, message="", excerpt="",
                      location=sites[0].split(" at ", 1)[-1] if sites else None,
-                     signature=sig.identity(category, what, places[:4] or [m.group]).signature)
+                     signature=sig.identity(category, what, places[:4] or [desc]).signature)
 
 
 def _diagnose_dumps(path: Path, given: str, ctx: ToolContext) -> Diagnosis:
