@@ -140,8 +140,9 @@ async def test_every_rank_dumps_before_the_kill(tmp_path: Path, script: str) -> 
     assert record.outcome == "hang" and record.timed_out == "idle", record.output[-3000:]
     assert record.collective_dumps == want["nproc"]
     assert_dumps_as_constructed((tmp_path / record.log_path).parent / DUMP_FOLDER, want)
-    # The stacks still come after the dumps: every rank's frame is in them.
+    # The stacks still come after the dumps: every rank's frame is in them, and none of the hook's.
     assert sum(1 for s in record.stacks if s.rank is not None and s.method != "none") >= want["nproc"]
+    assert not [s.pid for s in record.stacks if "fr_hook" in s.text], [s.text for s in record.stacks]
     detected = next(t for t, note in notes if "timeout after" in note)
     assert ended - detected < 15, ended - detected
     assert not _left(record.run_id)

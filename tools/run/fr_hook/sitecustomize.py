@@ -56,14 +56,24 @@ def _rank(dist) -> int:
         return int(value) if value.isdigit() else -1
 
 
-def _watch() -> None:
-    """Wait for a process group, announce the rank, wait for the trigger, dump once."""
-    import time
+class _Watch:
+    """Wait for a process group, announce the rank, wait for the trigger, dump once.
 
-    trigger = os.path.join(_FOLDER, TRIGGER)
-    rank = None
-    while True:
-        if rank is None:
+    Each look is one event of a `sched` scheduler the thread runs: between looks the thread stands in
+    sched.py and threading.py only, so a stack dump of a hung rank never shows a frame of this file.
+    """
+
+    def __init__(self) -> None:
+        import sched
+        import time
+
+        self.scheduler = sched.scheduler(time.monotonic, time.sleep)
+        self.trigger = os.path.join(_FOLDER, TRIGGER)
+        self.rank = None
+        self.scheduler.enter(0, 0, self.look)
+
+    def look(self) -> None:
+        if self.rank is None:
             dist = sys.modules.get("torch.distributed")
             initialized = getattr(dist, "is_initialized", None)
             try:
@@ -74,13 +84,14 @@ def _watch() -> None:
                     host = socket.gethostname().split(".")[0] or "localhost"
                     os.makedirs(_FOLDER, exist_ok=True)
                     _write(os.path.join(_FOLDER, f"ready.{rank}.{host}.{os.getpid()}"), b"")
+                    self.rank = rank
             except Exception:
-                rank = None
-        if rank is not None and os.path.exists(trigger):
-            _dump(rank)
+                self.rank = None
+        if self.rank is not None and os.path.exists(self.trigger):
+            _dump(self.rank)
             return
         # No process group, no collective to hang in: look once a second until there is one.
-        time.sleep(_POLL_S if rank is not None else _IDLE_POLL_S)
+        self.scheduler.enter(_POLL_S if self.rank is not None else _IDLE_POLL_S, 0, self.look)
 
 
 def _dump(rank: int) -> None:
@@ -107,7 +118,7 @@ class _DistributedImported:
                 pass
             import threading
 
-            threading.Thread(target=_watch, name="rootcause-flight-recorder", daemon=True).start()
+            threading.Thread(target=_Watch().scheduler.run, name="rootcause-flight-recorder", daemon=True).start()
         return None
 
 
