@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rootcause.tools.observe.diagnosis.engine import diagnose_file
+from rootcause.tools.observe.diagnosis.engine import diagnose_file, diagnose_text
 from rootcause.tools.observe.diagnosis.models import Diagnosis
 
 HANGS = Path(__file__).parent / "fixtures" / "logs" / "hangs_heldout"
@@ -82,3 +82,28 @@ def test_hang_heldout_score(scored: dict[str, tuple[dict, Diagnosis]]) -> None:
     assert hang_right >= 0.95 * len(hangs)
     assert len(culprit_right) == len(named)
     assert not shared
+
+
+def test_reshaped_hang_reports_keep_their_diagnosis(scored: dict[str, tuple[dict, Diagnosis]]) -> None:
+    """tests/test_diagnosis_shapes.py's paste and collector shapes on every hang report: category and culprits
+    hold on all; the signature on nearly all (a launcher tag put on every line of a log whose watchdog lines name
+    several ranks merges them into one, a Markdown fence can hide a traceback's frames)."""
+    from tests.test_diagnosis_shapes import TRANSFORMS
+
+    total, kept, same = 0, [], 0
+    with tempfile.TemporaryDirectory() as empty:
+        for name, (_, base) in scored.items():
+            text = (HANGS / name).read_text()
+            for shape, transform in TRANSFORMS.items():
+                shaped = transform(text)
+                if shaped is None:
+                    continue
+                d = diagnose_text(shaped, Path(empty))
+                total += 1
+                if d.category == base.category and culprits(d) == culprits(base):
+                    kept.append(name)
+                else:
+                    print(f"  {shape} on {name}: {d.category} {culprits(d)} (was {base.category} {culprits(base)})")
+                same += d.signature == base.signature
+    print(f"\nreshaped hang reports: category and culprits {len(kept)}/{total}, signature {same}/{total}")
+    assert len(kept) == total and same >= 0.99 * total

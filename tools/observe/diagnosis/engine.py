@@ -20,7 +20,7 @@ from rootcause.tools.observe.diagnosis import frames as frame_names
 from rootcause.tools.observe.diagnosis import signature as sig
 from rootcause.tools.observe.diagnosis.elastic import ElasticReport, expand_error_files, parse_elastic
 from rootcause.tools.observe.diagnosis.errors import FoundError
-from rootcause.tools.observe.diagnosis.hangs import hang_category, hang_identity
+from rootcause.tools.observe.diagnosis.hangs import aborts_a_hang, hang_category, hang_identity
 from rootcause.tools.observe.diagnosis.models import Diagnosis, RankInfo, StackSummary
 from rootcause.tools.observe.diagnosis.placement import Placement, placement
 from rootcause.tools.observe.diagnosis.pytest_output import parse_pytest
@@ -352,10 +352,11 @@ def _task_ids(spec: str) -> list[int]:
 
 def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, stacks: list[StackSummary],
            in_test: bool, root_error: FoundError | None, collectives: Collectives | None = None,
-           text: str = "") -> dict[str, RankInfo]:
+           text: str = "", diagnosed: str | None = None) -> dict[str, RankInfo]:
     ranks: dict[int, RankInfo] = {}
     placed = placement(text) if text else Placement()
     raised: set[int] = set()  # ranks whose outcome is an error they raised themselves
+    hung = diagnosed == "hang"
     nodes: dict[int, str] = dict(placed.nodes)
     for line in lines:
         if line.rank is not None and line.rank not in ranks and len(ranks) < 4096:
@@ -371,6 +372,8 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
         killed = error.type.startswith("Signal") or error.template == "slurm-cancelled" or (
             error.source == "template" and category in ("crash", "host_oom"))
         outcome = "hang" if category == "hang" else "crash" if killed else "fail"
+        if hung and aborts_a_hang(error):
+            outcome = "hang"  # the watchdog aborted the rank it saw stuck: not a crash of its own
         info = ranks.setdefault(error.rank, RankInfo(outcome="ok"))
         if info.first_error is None:
             ranks[error.rank] = RankInfo(outcome=outcome, first_error=error.headline()[:300])
@@ -404,9 +407,9 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
             if info is None or info.outcome == "ok":
                 ranks[rank] = RankInfo(outcome="crash" if code < 0 else "fail",
                                        first_error=unranked or f"exitcode {code}")
-    ranked = [s for s in stacks if s.rank is not None]
+    ranked = sorted((s for s in stacks if s.rank is not None), key=lambda s: s.collective is None)
     waiting = sorted({s.collective for s in ranked if s.collective})
-    for stack in ranked:
+    for stack in ranked:  # a rank's process waiting in a collective first: its other processes say no more
         info = ranks.get(stack.rank)
         if info is None or info.outcome == "ok":
             where = stack.collective or (stack.frames[-1] if stack.frames else "?")
@@ -635,7 +638,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         evidence=_evidence(error, category, summaries, said_line),
         location=location,
         frames=frames,
-        ranks=_ranks(lines, errors, report, summaries, in_test, error, collectives, text),
+        ranks=_ranks(lines, errors, report, summaries, in_test, error, collectives, text, category),
         mismatch=collectives.mismatch,
         stacks=summaries[:16],
         failed_tests=failed_tests[:100],

@@ -34,6 +34,12 @@ def _abort(error: FoundError) -> bool:
     return bool(error.template and error.template.startswith(_ABORTS)) or "terminate called" in error.message
 
 
+def aborts_a_hang(error: FoundError) -> bool:
+    """An abort (SIGABRT, `Fatal Python error: Aborted`, C++ terminate) or a watchdog's exception: in a hang, what
+    the watchdog did to the rank it saw stuck."""
+    return _abort(error) or "Watchdog caught collective operation timeout" in error.message
+
+
 def hang_category(category: str, error: FoundError | None, collectives: Collectives, text: str) -> str:
     """The category once the watchdogs' reports and the dumps are read (module docstring)."""
     if category == "hang":

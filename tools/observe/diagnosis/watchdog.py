@@ -108,11 +108,16 @@ def _group(m: re.Match[str]) -> str:
     return "?"
 
 
-def _candidates(lines: list[Line], pos: int) -> list[str]:
-    """A line alone, then joined with the next one (a paste that hard-wrapped the message, mid-word or not)."""
+def _candidates(lines: list[Line], pos: int, more: int = 3) -> list[str]:
+    """A line alone, then joined with the next ones (a paste that hard-wrapped the message, mid-word or not)."""
     text = lines[pos].text
-    nxt = lines[pos + 1].text.strip() if pos + 1 < len(lines) else ""
-    return [text, f"{text}{nxt}", f"{text.rstrip()} {nxt}"] if nxt else [text]
+    found = [text]
+    following = [ln.text.strip() for ln in lines[pos + 1:pos + 1 + more]]
+    for k in range(1, len(following) + 1):
+        if not following[k - 1]:
+            break
+        found += ["".join([text, *following[:k]]), " ".join([text.rstrip(), *following[:k]])]
+    return found
 
 
 def _search(pattern: re.Pattern[str], lines: list[Line], pos: int) -> re.Match[str] | None:
@@ -124,9 +129,16 @@ def _search(pattern: re.Pattern[str], lines: list[Line], pos: int) -> re.Match[s
     return None
 
 
+_LAUNCHER_TAG = re.compile(r"\[rank(?P<rank>\d+)\]:")
+
+
 def _rank_of(line: Line, m: re.Match[str]) -> int:
-    # The launcher's tag is the global rank; the message's `[Rank N]` is the rank within its process group.
-    return line.rank if line.rank is not None else int(m.group("tag"))
+    # The launcher's tag is the global rank (also when a prefix before it was left on the line); the message's
+    # `[Rank N]` is the rank within its process group.
+    if line.rank is not None:
+        return line.rank
+    tag = _LAUNCHER_TAG.search(m.string, 0, m.start() + 1)
+    return int(tag.group("rank")) if tag else int(m.group("tag"))
 
 
 def read_collectives(lines: list[Line]) -> Collectives:
@@ -135,7 +147,8 @@ def read_collectives(lines: list[Line]) -> Collectives:
     horovod: dict[str, tuple[str, set[int]]] = {}
     for pos, line in enumerate(lines):
         text = line.text
-        if "Watchdog caught" in text:
+        near = f"{text} {lines[pos + 1].text}" if pos + 1 < len(lines) else text  # a message wrapped after a tag
+        if "Watchdog caught" in near:
             m = _search(_CAUGHT, lines, pos)
             if m:
                 state = found.state(_rank_of(line, m))
@@ -143,7 +156,7 @@ def read_collectives(lines: list[Line]) -> Collectives:
                 state.numel = int(m.group("numel")) if m.group("numel") else state.numel
                 state.group = _group(m) if _group(m) != "?" else state.group
                 found.saw("nccl-watchdog")
-        if "detected" in text and "watchdog" in text:
+        if "detected" in near and "watchdog" in near:
             m = _search(_DETECTED, lines, pos)
             if m:
                 state = found.state(_rank_of(line, m))
@@ -153,7 +166,7 @@ def read_collectives(lines: list[Line]) -> Collectives:
                 state.last_completed = int(m.group("done") or m.group("done2"))
                 state.group = _group(m) if _group(m) != "?" else state.group
                 found.saw("nccl-watchdog")
-        if "Received a dump signal" in text:
+        if "Received a dump signal" in near:
             m = _search(_SIGNAL, lines, pos)
             if m:
                 state = found.state(_rank_of(line, m))
