@@ -42,10 +42,12 @@ class Cuts:
         if not self.segments:
             return None
         where = f"line {self.first_line + 1}" if self.first_line is not None else "a line"
-        many = "" if self.segments == 1 else f" and {self.segments - 1:,} more"
-        return (f"{where}{many} held text of more than {limit:,} characters without a line break or carriage "
-                f"return (the longest {self.longest:,}): only the first {limit:,} characters of each were read, "
-                f"{self.skipped:,} characters were skipped")
+        if self.segments == 1:
+            return (f"{where} holds {self.longest:,} characters without a line break or carriage return: only its "
+                    f"first {limit:,} were read ({self.skipped:,} skipped)")
+        return (f"{self.segments:,} segments, the first on {where}, hold more than {limit:,} characters without a "
+                f"line break or carriage return (the longest {self.longest:,}): only the first {limit:,} of each "
+                f"were read ({self.skipped:,} characters skipped)")
 
 
 def pieces(fh: TextIO, cuts: Cuts, limit: int = MAX_LINE, start: int = 0) -> Iterator[tuple[str, int, bool]]:
