@@ -108,7 +108,8 @@ class DiagnoseLogInput(BaseModel):
     signature, location, per-rank outcomes, hang stacks, failed tests. Give exactly one of path (a file inside
     the root, any size: read streaming) or text (a pasted log). Phase 1 of the protocol."""
 
-    path: str | None = Field(None, description="A log file inside the root (relative or absolute); any size.")
+    path: str | None = Field(None, description="A log file, or a folder/.tar/.zip of flight-recorder dumps, inside "
+                                               "the root; any size.")
     text: str | None = Field(None, description=f"The log text itself (up to {MAX_TEXT} characters).")
     session_id: str | None = Field(None, description="The session to record the evidence in (advances Phase 1).")
 
