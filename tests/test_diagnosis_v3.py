@@ -119,3 +119,24 @@ def test_a_warning_is_never_the_root_when_an_error_it_reports_is_present(tmp_pat
     assert d.category == "cuda_oom" and d.exception_type == "torch.OutOfMemoryError"
     alone = diagnose_text(log.split("\n  warnings.warn(")[0] + "\n", tmp_path)
     assert alone.category == "cuda_oom" and alone.exception_type == "UserWarning"
+
+
+def test_batch_9_general_rules(tmp_path: Path) -> None:
+    # A launcher's tag without a role (`[0]:`) on every line is a rank prefix: the traceback behind it is read.
+    tagged = "".join(f"[0]:{line}\n" for line in (
+        "Traceback (most recent call last):", '  File "/w/load.py", line 3, in main', "    load()",
+        "megatron.core.dist_checkpointing.core.CheckpointingException: Invalid access pattern for ShardedTensor(x)"))
+    d = diagnose_text(tagged, tmp_path)
+    assert d.category == "checkpoint_mismatch" and d.ranks["0"].outcome == "fail"
+    # The line that names the failure sits above the launcher's abort banner.
+    mpi = ("val loss 4.50\n[CUDA ERROR] at file train_gpt2.cu:961: an illegal memory access was encountered\n"
+           "Primary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction, the "
+           "job has been aborted.\n")
+    d = diagnose_text(mpi, tmp_path)
+    assert d.category == "cuda_error" and d.message.startswith("[CUDA ERROR]") and d.evidence == ["keywords"]
+    # A framework's name for the training loss (NeMo's reduced_train_loss) is the loss series.
+    nemo = "".join(f"  0: Training epoch 0, iteration {i}/4679 | reduced_train_loss: {v}\n"
+                   for i, v in enumerate([0.49, 0.51, 0.48, 0.46, 0.47, 0.51, 0.52, 0.50, 11.08, 10.9]))
+    assert diagnose_text(nemo, tmp_path).category == "gradient_explosion"
+    gather = "RuntimeError: Size does not match at dimension 0 expected index [269, 1] to be smaller than self [268]\n"
+    assert diagnose_text(gather, tmp_path).category == "shape_mismatch"

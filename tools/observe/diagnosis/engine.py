@@ -531,13 +531,23 @@ _ERRORISH = re.compile(r"\b(error|errors|failed|failure|fatal|exception|abort(ed
                        re.IGNORECASE)
 
 
-def _last_error_line(lines: list[Line]) -> str:
-    """Without an exception message: the last line that looks like an error (a logger's ERROR, or its words)."""
+def _last_error_lines(lines: list[Line], count: int = 8) -> list[str]:
+    """Without an exception message: the last lines that look like errors (a logger's ERROR, or their words), the
+    last first, distinct ones only."""
+    found: list[str] = []
     for line in reversed(lines):
         text = line.text.strip()
         if text and (line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text)) and not FRAME.match(text):
-            return text[:500]
-    return ""
+            if text[:500] not in found:
+                found.append(text[:500])
+            if len(found) == count:
+                break
+    return found
+
+
+def _last_error_line(lines: list[Line]) -> str:
+    """Without an exception message: the last line that looks like an error (a logger's ERROR, or its words)."""
+    return next(iter(_last_error_lines(lines, 1)), "")
 
 
 def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks: list[ProcessStack] | None = None,
@@ -559,10 +569,11 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     error, category = chosen if chosen else (None, "python_exception")
     said_line = ""
     if error is None and not timed_out and not signal:
-        # No exception parsed (a report form, a paste without the traceback): the last error line's words, or those
-        # of a message pasted alone (3 lines or fewer), still name a specific failure when the rules know them.
+        # No exception parsed (a report form, a paste without the traceback): the words of the last error lines
+        # (a launcher's abort banner often follows the line that names the failure), or those of a message pasted
+        # alone (3 lines or fewer), still name a specific failure when the rules know them.
         said = [ln.text.strip() for ln in lines if ln.text.strip()]
-        candidates = [_last_error_line(lines), *(reversed(said) if len(said) <= 3 else ())]
+        candidates = [*_last_error_lines(lines), *(reversed(said) if len(said) <= 3 else ())]
         said_line, line_category = next(((t, c) for t in candidates if t and (c := _words_category(t, in_test))),
                                         ("", None))
         category = line_category or category
@@ -626,7 +637,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if not message.strip() and error is not None and error.source != "template" and error.type != "IncompleteTraceback":
         message = "(raised without a message)"  # `raise RendezvousTimeoutError`: the type is all it says
     if not message.strip():
-        message = _last_error_line(lines) or (f"exit code {exit_code}" if exit_code else "no error line in the output")
+        message = said_line or _last_error_line(lines) or (f"exit code {exit_code}" if exit_code
+                                                           else "no error line in the output")
     excerpt = _excerpt(lines, error, text)
     return Diagnosis(
         category=category,

@@ -16,6 +16,7 @@ business). The message says which series and how many points it rests on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -37,6 +38,12 @@ SHORT_SERIES = 20
 SHORT_MIN_POINTS = 3
 SHORT_CLIMB = 4.0
 SHORT_ORDERS = 100.0
+
+
+# A training loss or grad norm under a framework's own name (NeMo's `reduced_train_loss`, `lm_loss`), never an
+# evaluation's loss or the loss scale.
+_ROLE = {"loss": re.compile(r"^(?!val|eval|valid|test|aux)(?:\w+_)?loss$", re.IGNORECASE),
+         "grad_norm": re.compile(r"^(?:\w+_)?grad(?:ient)?_?norm$", re.IGNORECASE)}
 
 
 def _explosion(name: str, message: str, at: Line | None) -> FoundError:
@@ -74,7 +81,8 @@ def find_spike(lines: list[Line]) -> FoundError | None:
     series = extractor.result()
     by_index = {line.index: line for line in lines}
     for name in ("grad_norm", "loss"):
-        pts = series.points.get(name)
+        pts = series.points.get(name) or next((series.points[n] for n in series.points if _ROLE[name].search(n)),
+                                              None)
         if pts is None:
             continue
         bad = np.flatnonzero(~np.isfinite(pts.values))

@@ -34,7 +34,7 @@ _EMBEDDED = re.compile(r"Original Traceback|\(RANK \d+\)|terminated with the fol
                        r"(?:because of|with) the following (?:error|exception)|(?:^|\s)[Ee]xception:\s*$|"
                        r"Caused by:?\s*$|raised an exception:?\s*$")
 _BOX = re.compile(r"^\s*[│╭╰─╮╯]")
-_BANNER = re.compile(r"!{2,}\s*(?:\w+ )*?(?P<kind>Exception|Error)\b[^!]*!{2,}\s*(?P<message>\S.*)$")
+_BANNER = re.compile(r"!{2,}\s*(?:\w+ )*?(?P<kind>Exception|[A-Z]?\w*Error)\b[^!]*!{2,}\s*(?P<message>\S.*)$")
 _WRAPPED_NAME = re.compile(r"^[\w<>.]{1,40}\s*$")  # the rest of a cut name, at column 0 (code lines are indented)
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")

@@ -52,6 +52,8 @@ PREFIXES: tuple[Prefix, ...] = (
     # is PyTorch's message naming the rank).
     _p("rank", rf"^(?:(?!{type_pattern()}\b)[\w.\-]+:\s)?\[(?:rank|Rank|RANK)\s?(?P<rank>\d+)\]:\s?"),
     _p("rank", r"^\[(?:default|trainer|worker|role)(?P<rank>\d+)\]:\s?"),
+    # A launcher's tag without a role name (`[0]:`): when most lines carry it.
+    _p("rank", r"^\[(?P<rank>\d{1,4})\]:\s?", always=False),
     _p("rank", r"^(?:rank|Rank|RANK)\s+(?P<rank>\d+):\s"),
     _p("rank", r"^\[(?P<rank>\d+),\d+\]<std(?:out|err)>:\s?"),
     _p("worker", r"^\((?P<worker>[\w.\-]+)?\s*(?:rank=(?P<rank>\d+)\s*)?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:\-]+)?\)\s?"),
