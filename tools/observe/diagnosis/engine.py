@@ -626,7 +626,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if error is None and category == "hang":
         waits = sorted({s.collective for s in summaries if s.collective})
         sites = sorted({s.call_site for s in summaries if s.call_site})
-        message = (f"no progress ({timed_out} timeout)" if timed_out else "no progress: stack dumps and no error") + (
+        message = (f"no progress ({timed_out} timeout)" if timed_out else "no progress: stack dumps and no error"
+                   if summaries else "no progress") + (
             f"; waiting in {', '.join(waits)}" if waits else "") + (f"; standing at {', '.join(sites[:4])}"
                                                                     if sites and not timed_out else "")
     if collectives.facts and category in ("hang", "distributed_error"):

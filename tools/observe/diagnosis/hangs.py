@@ -72,9 +72,10 @@ def hang_identity(group: sig.Identity | None, error: FoundError | None, stacks: 
     sites: list[str] = []
     for text in texts:
         sites.extend(dump_sites(text, root))
-    sites.extend(s.call_site for s in stacks if s.call_site)
+    dumped = bool(sites)
     waits = sorted({s.collective for s in stacks if s.collective})
-    where = [*collectives.where, *(f"waits in {w}" for w in waits)]
+    # Without a hang error of its own, the group already says what the processes wait in.
+    where = [*collectives.where, *(f"waits in {w}" for w in waits if group is not None)]
     own = _site(error.frames, root) if error is not None else ""
     parts = [own] if own else []
     sites.extend(site for e in others or [] if e is not error and (site := _site(e.frames, root)))
@@ -88,5 +89,6 @@ def hang_identity(group: sig.Identity | None, error: FoundError | None, stacks: 
     if group is not None:
         return sig.Identity(group.group, f"{group.group}|{' + '.join(parts)}")
     kinds = " ".join(k for k in collectives.kinds if k != "fingerprint-mismatch")
-    summary = " ".join(f"waits in {w}" for w in waits) or ("stack dump" if sites else "no collective")
+    summary = " ".join(f"waits in {w}" for w in waits) or ("stack dump" if dumped else
+                                                          "report" if kinds else "no collective")
     return sig.identity(f"hang {kinds}".strip(), summary, [" + ".join(parts)] if parts else [])
