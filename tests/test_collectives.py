@@ -163,3 +163,17 @@ def test_two_different_dump_folders_have_different_signatures(tmp_path: Path) ->
     signatures = {case: diagnose_log(DiagnoseLogInput(path=str(DUMPS / case)), ctx).diagnosis.signature
                   for case in ("skip", "sizes", "missing", "groups")}
     assert len(set(signatures.values())) == 4, signatures
+
+
+@pytest.mark.parametrize("case", sorted(NVRX))
+def test_a_dump_left_out_never_makes_its_rank_a_culprit(case: str) -> None:
+    """Each of the 16 dumps dropped in turn: a healthy rank without a dump is never named (every rank of a hung
+    job waits somewhere); a faulty one is said to have left no dump, the other faulty rank still named."""
+    faulty = NVRX[case]
+    for rank in range(16):
+        found = read_dumps(DUMPS / "nvrx" / case)
+        del found.dumps[rank]
+        report = analyse(found)
+        expected = [r for r in faulty if r != rank]
+        assert report.mismatch.culprit_ranks == expected, rank
+        assert f"no dump from rank {rank} (listed as group members)" in lines(report)

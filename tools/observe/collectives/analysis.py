@@ -22,7 +22,10 @@ Culprit rule:
   - among ranks that entered it, the minority op/sizes are the culprits; a tie (two ranks) goes to the rank
     whose op breaks its own run of preceding ops in that group (the rank continuing its pattern is the
     expected one); if neither or both break, every rank there is named;
-  - stalled ranks are the culprits of a stall.
+  - stalled ranks are the culprits of a stall;
+  - when every rank with a dump waits in a collective they all entered alike, the members without a dump
+    (at most half the group, by pg_config's ranks) are (kind `no_dump`), but only when no group names a
+    culprit otherwise (in a hung job every rank waits somewhere, so a missing dump alone proves little).
 Across groups: a group whose culprits are only missing ranks that stand inside an unfinished collective of
 another disagreeing group is explained by that group (its ranks wait there). The culprits are those of the
 unexplained groups; the group reported is the earliest of them (by the time its first disagreeing entry was
@@ -44,7 +47,7 @@ SIZED_OPS = frozenset({
     "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
 })
 MAX_PERIOD = 8
-KIND_ORDER = {"op": 0, "sizes": 0, "missing": 1, "stalled": 2}
+KIND_ORDER = {"op": 0, "sizes": 0, "missing": 1, "stalled": 2, "no_dump": 3}
 
 
 @dataclass
@@ -249,6 +252,11 @@ def _finding(group: Group) -> Finding | None:
     stalled = sorted(r for r, st in known.items() if st.completed < done and st.entered > st.completed)
     if stalled:
         candidates.append((min(standing[r].completed for r in stalled) + 1, 2, "stalled", stalled))
+    waits = [st.completed + 1 for st in known.values() if st.entered > st.completed]
+    if not candidates and waits and group.no_dump and len(group.no_dump) <= len(group.ranks) / 2:
+        # Every rank with a dump entered the collective they wait in, with the same op and sizes: the few
+        # members that left no dump are the ones not seen there.
+        candidates.append((min(waits), 3, "no_dump", list(group.no_dump)))
     if not candidates:
         return None
     seq, _, kind, culprits = min(candidates)
@@ -298,6 +306,9 @@ def analyse(found: DumpSet) -> Report:
     dumps = found.dumps
     groups = _groups(dumps)
     findings = [f for f in (_finding(g) for g in groups.values()) if f is not None]
+    if any(f.mismatch.kind != "no_dump" for f in findings):
+        # In a hung job every rank waits somewhere: a rank without a dump is named only when the dumps name no one.
+        findings = [f for f in findings if f.mismatch.kind != "no_dump"]
     by_name = {f.group.name: f for f in findings}
     for finding in findings:
         culprits = finding.mismatch.culprit_ranks

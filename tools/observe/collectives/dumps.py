@@ -144,10 +144,12 @@ def _entry(raw: dict[str, Any], seen: dict[int, list[tuple[str, str, int]]]) -> 
     op = name.split(":", 1)[-1] or "?"
     return Entry(record_id=_int(raw.get("record_id"), -1), group=str(group[0]),
                  desc=str(group[1]) if len(group) > 1 else "", pg_id=_int(raw.get("pg_id"), -1),
-                 seq=_int(raw.get("collective_seq_id")), p2p_seq=_int(raw.get("p2p_seq_id")), op=op[:100],
+                 seq=_int(raw.get("collective_seq_id", raw.get("seq_id"))),  # seq_id: older versions of the format
+                 p2p_seq=_int(raw.get("p2p_seq_id")), op=op[:100],
                  sizes=_sizes(raw.get("input_sizes")), state=str(raw.get("state") or ""),
                  retired=raw.get("retired") is True, created_ns=_int(raw.get("time_created_ns")),
-                 frames=_shared_frames(raw.get("frames"), seen), is_p2p=raw.get("is_p2p") is True or " " in op)
+                 frames=_shared_frames(raw.get("frames"), seen), is_p2p=raw.get("is_p2p") is True or " " in op
+                 or op.startswith(("send", "recv")))
 
 
 def parse_dump(data: Any, rank: int, source: str, form: str) -> RankDump:

@@ -39,4 +39,4 @@ class CollectiveMismatch(BaseModel):
     missing_ranks: list[int] = Field(default_factory=list)
     culprit_ranks: list[int] = Field(default_factory=list)
     kind: str = ""
-    """op | sizes | missing | stalled (entered, never completed what the peers completed)."""
+    """op | sizes | missing | stalled (entered, never completed what the peers completed) | no_dump."""

@@ -84,6 +84,10 @@ def finding_line(finding: Finding, sites: dict[int, str], stack_sites: dict[int,
         if m.missing_ranks:
             later = max(st.entered for st in finding.group.standing.values())
             head += f"; {_ranks(m.missing_ranks)} never entered #{later}"
+    elif m.kind == "no_dump":
+        waiting = sorted(r for r, st in finding.group.standing.items() if st.known and st.entered >= m.seq)
+        head = (f"{_ranks(waiting)} wait in collective #{m.seq} of {m.group}, all alike; "
+                f"{_ranks(culprits)} left no dump: the one(s) not seen there")
     else:
         head = f"ranks disagree at collective #{m.seq} of {m.group}: {_who_does_what(m.ops)}"
     places = []
