@@ -163,6 +163,8 @@ def test_a_desync_report_names_the_rank_that_did_not_join(tmp_path: Path) -> Non
            "[rank1]:\t   - [3] didn't join collective #12 (count from 1)\n")
     d = diagnose_text(log, tmp_path)
     assert d.category == "hang" and d.ranks["3"].outcome == "culprit" and d.ranks["1"].outcome == "hang"
+    assert d.mismatch is not None and (d.mismatch.seq, d.mismatch.ops, d.mismatch.culprit_ranks) == (
+        12, {"1": "BROADCAST"}, [3])
 
 
 def test_an_ordinary_failure_is_no_hang(tmp_path: Path) -> None:

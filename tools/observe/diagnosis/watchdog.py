@@ -225,6 +225,11 @@ def _desync(found: Collectives, lines: list[Line], pos: int) -> None:
     found.saw("desync-report")
     if m.group("what") != "joined but didn't finish":
         found.culprits.update(ranks)
+        fired = [st for st in found.ranks.values() if st.role == "fired" and st.seq == int(m.group("seq"))]
+        if found.mismatch is None:
+            found.mismatch = CollectiveMismatch(group=fired[0].group if fired else "?", seq=int(m.group("seq")),
+                                                ops={str(st.rank): st.op or "?" for st in fired},
+                                                missing_ranks=ranks, culprit_ranks=ranks, kind="missing")
         found.facts.append(f"{_who(ranks)} never joined collective #{m.group('seq')} (desync report)")
         return
     started = set()
@@ -263,7 +268,7 @@ def _fr_trace(found: Collectives, lines: list[Line], pos: int) -> None:
     found.where.append(op)
     found.culprits.update(missing)
     found.mismatch = CollectiveMismatch(group=group, seq=int(m.group("seq")), ops={"others": f"{op}{sizes}"},
-                                        missing_ranks=missing, culprit_ranks=missing)
+                                        missing_ranks=missing, culprit_ranks=missing, kind="missing")
     found.facts.append(f"{_who(missing)} never joined {op} #{m.group('seq')} of {group} (flight recorder)")
 
 
@@ -324,7 +329,7 @@ def _fingerprint_culprits(found: Collectives, reports: list[tuple[int, str, int,
     culprits = sorted(r for r, v in votes.items() if v == top)
     found.culprits.update(culprits)
     seq = min(int(op.rsplit("#", 1)[-1]) for op in ops.values())
-    found.mismatch = CollectiveMismatch(group="?", seq=seq, ops=ops, culprit_ranks=culprits)
+    found.mismatch = CollectiveMismatch(group="?", seq=seq, ops=ops, culprit_ranks=culprits, kind="op")
     found.facts.append("ranks disagree on the collective: " + " — ".join(f"rank {r} {op}" for r, op in ops.items()))
 
 
@@ -351,7 +356,7 @@ def _never_entered(found: Collectives) -> None:
         seqs = {s.seq for s in states if s.role == "fired" and s.seq is not None}
         if idle:
             found.mismatch = CollectiveMismatch(group=group, seq=seq, ops=ops, missing_ranks=[s.rank for s in idle],
-                                                culprit_ranks=[s.rank for s in idle])
+                                                culprit_ranks=[s.rank for s in idle], kind="missing")
             found.facts.append(f"{_who([s.rank for s in idle])} never entered collective #{seq} of "
                                f"{_name(group)}: nothing pending (last enqueued = last completed = "
                                f"{idle[0].last_completed}) while other ranks wait in it")
