@@ -250,43 +250,37 @@ def user_frame(frames: list[Frame], root: Path) -> str | None:
     return None
 
 
-def dump_sites(text: str, root: Path) -> list[str]:
-    """Every process's call site in a text's dumps (`a:f>b:g`, innermost last), one per process, in order."""
+@lru_cache(maxsize=4)
+def _dumps(text: str) -> tuple[tuple[int | None, int | None, str], ...]:
+    """(rank, pid, block text) of every process's dump in a log, read one stream at a time (a rank's `[rank1]:`
+    lines), so interleaved dumps of several ranks stay apart; cached, as several readers ask of one log."""
     from rootcause.tools.observe.diagnosis.text import split_lines, streams
 
+    return tuple((rank, pid, "\n".join(lines)) for (rank, _), stream in streams(split_lines(text)).items()
+                 for pid, lines in _blocks([ln.text for ln in stream]))
+
+
+def dump_sites(text: str, root: Path) -> list[str]:
+    """Every process's call site in a text's dumps (`a:f>b:g`, innermost last), one per process, in order."""
     sites: list[str] = []
-    for stream in streams(split_lines(text)).values():
-        for _, lines in _blocks([ln.text for ln in stream]):
-            site = call_site(parse_threads("\n".join(lines)), root)
-            if site:
-                sites.append(">".join(site_name(f, root) for f in site))
+    for _, _, block in _dumps(text):
+        site = call_site(parse_threads(block), root)
+        if site:
+            sites.append(">".join(site_name(f, root) for f in site))
     return sites
 
 
 def stacks_in_log(text: str, root: Path, limit: int = 16) -> list[StackSummary]:
     """Dumps embedded in a log: py-spy `Process N:` blocks, thread blocks or faulthandler blocks, one summary
-    per process.
-
-    Read one stream at a time (a rank's `[rank1]:` lines), so interleaved dumps of several ranks
-    stay apart and each summary keeps its rank."""
-    from rootcause.tools.observe.diagnosis.text import split_lines, streams
-
-    found: list[StackSummary] = []
-    for (rank, _), stream in streams(split_lines(text)).items():
-        for block_pid, lines in _blocks([ln.text for ln in stream]):
-            summary = summarise("\n".join(lines), root, pid=block_pid, rank=rank)
-            if summary:
-                found.append(summary)
+    per process, each with its rank."""
+    found = [s for rank, pid, block in _dumps(text) if (s := summarise(block, root, pid=pid, rank=rank))]
     found.sort(key=lambda s: (s.rank is None, s.rank or 0))
     return found[:limit]
 
 
 def has_dump(text: str) -> bool:
     """The text holds a thread dump (py-spy's or faulthandler's) with frames."""
-    from rootcause.tools.observe.diagnosis.text import split_lines, streams
-
-    return any(parse_threads("\n".join(lines)) for stream in streams(split_lines(text)).values()
-               for _, lines in _blocks([ln.text for ln in stream]))
+    return any(parse_threads(block) for _, _, block in _dumps(text))
 
 
 def _blocks(texts: list[str]) -> list[tuple[int | None, list[str]]]:
