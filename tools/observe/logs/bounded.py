@@ -10,7 +10,7 @@ characters while the rest is skipped unread. Every cut is counted in `Cuts`, for
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -50,12 +50,54 @@ class Cuts:
                 f"were read ({self.skipped:,} characters skipped)")
 
 
+_BLOCK = 1 << 20
+"""Characters read at once while lines are short (split in one call: faster than a readline per line)."""
+
+
 def pieces(fh: TextIO, cuts: Cuts, limit: int = MAX_LINE, start: int = 0) -> Iterator[tuple[str, int, bool]]:
     """(text, 0-based line number from `start`, first piece of its line) for a file opened with newline="\\n".
 
     A line of at most `limit` characters is one piece, as read (its carriage returns inside it); a
     longer one is several, each at most `limit` characters and cut at a carriage return, or a cut segment."""
     number = start
+    tail = ""  # the start of a line the block ended in (shorter than `limit`)
+    while True:
+        block = fh.read(_BLOCK)
+        if not block:
+            if tail:
+                yield tail, number, True
+            return
+        lines = (tail + block if tail else block).split("\n")
+        tail = lines.pop()
+        for line in lines:
+            if len(line) <= limit:
+                yield line, number, True
+            else:
+                yield from _long_line(_Pending(line + "\n", None), cuts, limit, number)
+            number += 1
+        if len(tail) >= limit:  # a long line going on past the block: the rest of it a piece at a time
+            ended = yield from _long_line(_Pending(tail, fh), cuts, limit, number)
+            if not ended:
+                return
+            tail = ""
+            number += 1
+
+
+class _Pending:
+    """readline(n) over text already read (holding at most one line break, at its end), then over the file."""
+
+    def __init__(self, text: str, fh: TextIO | None) -> None:
+        self.text, self.fh = text, fh
+
+    def readline(self, size: int) -> str:
+        if not self.text:
+            return self.fh.readline(size) if self.fh is not None else ""
+        out, self.text = self.text[:size], self.text[size:]
+        return out
+
+
+def _long_line(fh: _Pending, cuts: Cuts, limit: int, number: int) -> Generator[tuple[str, int, bool], None, bool]:
+    """The pieces of one line longer than `limit`; True when it ended with a line break, False at the file's end."""
     carry = ""  # the unfinished last segment of the line read so far
     skipping = -1  # length so far of the overlong segment being skipped, -1 when not skipping
     first = True
@@ -66,14 +108,10 @@ def pieces(fh: TextIO, cuts: Cuts, limit: int = MAX_LINE, start: int = 0) -> Ite
                 yield carry, number, first
             if skipping >= 0:
                 cuts.add(number, skipping, limit)
-            return
+            return False
         ended = chunk.endswith("\n")
         if ended:
             chunk = chunk[:-1]
-        if not carry and skipping < 0 and ended and first:
-            yield chunk, number, True  # the common case: a whole line at once
-            number += 1
-            continue
         if skipping >= 0:
             resume = chunk.find("\r")
             if resume < 0:
@@ -99,6 +137,6 @@ def pieces(fh: TextIO, cuts: Cuts, limit: int = MAX_LINE, start: int = 0) -> Ite
         if ended:
             if skipping >= 0:
                 cuts.add(number, skipping, limit)
-                skipping = -1
-            number += 1
-            first = True
+            if first:
+                yield "", number, True  # a line that was all one skipped segment still counts as a line
+            return True
