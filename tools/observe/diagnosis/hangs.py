@@ -74,8 +74,8 @@ def hang_identity(group: sig.Identity | None, error: FoundError | None, stacks: 
         sites.extend(dump_sites(text, root))
     dumped = bool(sites)
     waits = sorted({s.collective for s in stacks if s.collective})
-    # Without a hang error of its own, the group already says what the processes wait in.
-    where = [*collectives.where, *(f"waits in {w}" for w in waits if group is not None)]
+    # What the processes wait in is where the hang shows, not what it is: one stall dumped twice may show two.
+    where = [*collectives.where, *(f"waits in {w}" for w in waits)]
     own = _site(error.frames, root) if error is not None else ""
     parts = [own] if own else []
     sites.extend(site for e in others or [] if e is not error and (site := _site(e.frames, root)))
@@ -89,6 +89,5 @@ def hang_identity(group: sig.Identity | None, error: FoundError | None, stacks: 
     if group is not None:
         return sig.Identity(group.group, f"{group.group}|{' + '.join(parts)}")
     kinds = " ".join(k for k in collectives.kinds if k != "fingerprint-mismatch")
-    summary = " ".join(f"waits in {w}" for w in waits) or ("stack dump" if dumped else
-                                                          "report" if kinds else "no collective")
+    summary = "stack dump" if dumped or stacks else "report" if kinds else "no evidence"
     return sig.identity(f"hang {kinds}".strip(), summary, [" + ".join(parts)] if parts else [])
