@@ -2,12 +2,13 @@
 
 Spikes are dots, the first non-finite step a red line with the non-finite tail shaded; with a
 reference run, both runs are drawn and the first divergent step is a purple line. Long series
-are thinned to a min/max envelope per pixel column; spikes and non-finite points are drawn
-from the full series, so none is lost.
+are thinned to a min/max envelope per pixel column; spikes are drawn from the full series, so
+none is lost, and non-finite markers are thinned to MAX_POINTS evenly spaced (closer than a pixel).
 """
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,12 +29,16 @@ LABELS = {"loss": "loss", "grad_norm": "grad norm", "lr": "lr"}
 def envelope(steps: np.ndarray, values: np.ndarray, limit: int = MAX_POINTS) -> tuple[np.ndarray, np.ndarray]:
     """The finite points, thinned to the min and max of each of limit/2 buckets when there are more."""
     keep = np.isfinite(values)
-    steps, values = steps[keep], values[keep]
+    if not keep.all():
+        steps, values = steps[keep], values[keep]
     if len(values) <= limit:
         return steps, values
-    buckets = np.array_split(np.arange(len(values)), limit // 2)
-    picked = sorted({int(b[np.argmin(values[b])]) for b in buckets if len(b)}
-                    | {int(b[np.argmax(values[b])]) for b in buckets if len(b)})
+    edges = np.linspace(0, len(values), limit // 2 + 1).astype(np.int64).tolist()
+    picked: list[int] = []
+    for start, end in pairwise(edges):  # views of each bucket: no copy of the series
+        if end > start:
+            bucket = values[start:end]
+            picked += sorted({start + int(bucket.argmin()), start + int(bucket.argmax())})
     return steps[picked], values[picked]
 
 
@@ -68,6 +73,8 @@ def draw(path: Path, series: MetricSeries, result: AnalyzeTrainingLogResult,
             xs, ys = zip(*spikes_by_metric[metric], strict=True)
             ax.scatter(xs, ys, s=18, color="tab:orange", zorder=3, label="spike (>3x rolling median)")
         bad = pts.steps[~np.isfinite(pts.values)]
+        if len(bad) > MAX_POINTS:  # markers closer than a pixel: every one shown would draw the same picture
+            bad = bad[np.linspace(0, len(bad) - 1, MAX_POINTS).astype(np.int64)]
         if len(bad):
             ax.scatter(bad, np.full(len(bad), 0.98), s=10, marker="x", color="tab:red",
                        transform=ax.get_xaxis_transform(), zorder=3, label="NaN / Inf")
