@@ -188,3 +188,17 @@ def test_hangs_labelled_before_they_were_made(case: str, seq: int, ops: dict[str
     """Added after the rules, culprits in the fixtures' README committed first: first run 3 of 3, untuned."""
     m = _report(DUMPS / case).mismatch
     assert (m.seq, m.kind, m.ops, m.culprit_ranks) == (seq, "op", ops, culprits)
+
+
+def test_diagnose_log_of_dumps_records_its_evidence_in_the_session(tmp_path: Path) -> None:
+    from rootcause.tools.engines.start_session import StartSessionInput, start_session
+    from rootcause.tools.record.store import SessionStore
+
+    shutil.copytree(DUMPS / "nvrx" / "lock_gil_1st", tmp_path / "dumps")
+    ctx = ToolContext.for_root(tmp_path)
+    session = start_session(StartSessionInput(symptom="training hangs at step 20947 on 16 ranks"), ctx).session_id
+    result = diagnose_log(DiagnoseLogInput(path="dumps", session_id=session), ctx)
+    assert result.diagnosis.mismatch.culprit_ranks == [9, 14]
+    events = (tmp_path / ".rootcause" / "sessions" / session / "events.jsonl").read_text()
+    assert "never entered collective #" in events and len(events) < 200_000
+    assert SessionStore(ctx.workspace).load(session) is not None

@@ -164,6 +164,7 @@ def diagnose_log(inp: DiagnoseLogInput, ctx: ToolContext) -> DiagnoseLogResult:
     if inp.session_id:
         data = result.model_dump(mode="json")
         data["diagnosis"]["excerpt"] = bounded(data["diagnosis"]["excerpt"], 1_500)
+        data["diagnosis"]["collectives"] = data["diagnosis"]["collectives"][:64]  # a session event stays small
         summary = "\n".join([f"Log `{source}` ({size} bytes)", f"- Diagnosis: {diagnosis_line(diagnosis)}",
                              f"- Signature: `{diagnosis.signature}`"])
         store.record(inp.session_id, "diagnose_log", summary, data, phase=1)
