@@ -17,7 +17,7 @@ import psutil
 import pytest
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.run import RunSpec, run_process
-from rootcause.tools.run.flight_recorder import DUMP_FOLDER, HOOK_DIR, recorder_env
+from rootcause.tools.run.flight_recorder import DUMP_FOLDER, HOOK_DIR, copy_hook, recorder_env
 
 from tests.conftest import FIXTURES
 
@@ -98,6 +98,9 @@ def test_recorder_env_prepends_the_hook_and_lets_the_user_win(tmp_path: Path) ->
     assert not {"TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE",
                 "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"} & set(mine)
     assert recorder_env({"ROOTCAUSE_FLIGHT_RECORDER": "0"}, tmp_path) == {}
+    copied = copy_hook(tmp_path)  # a Slurm run's copy, in the run folder the nodes share
+    assert recorder_env(copied, tmp_path)["PYTHONPATH"] == str(tmp_path / "fr_hook")
+    assert (tmp_path / "fr_hook" / "sitecustomize.py").read_bytes() == (HOOK_DIR / "sitecustomize.py").read_bytes()
 
 
 async def test_hook_chains_to_the_users_sitecustomize_and_a_plain_run_pays_nothing(tmp_path: Path) -> None:

@@ -35,6 +35,9 @@ async def test_node_conditional_branch_dumps_every_rank_on_both_nodes(repo: Path
     world = want["nodes"] * want["ntasks_per_node"]
     assert record["collective_dumps"] == world
     assert_dumps_as_constructed(folder / "flight_recorder", want)
+    assert (folder / "fr_hook" / "sitecustomize.py").is_file()  # the tasks' copy, on the shared file system
+    env = json.loads((folder / "meta.json").read_text())["env_overrides"]
+    assert env["ROOTCAUSE_FR_HOOK"] == str(folder / "fr_hook")
     assert record["rank_nodes"] == {"0": "n1", "1": "n1", "2": "n2", "3": "n2"}
     timings = record["timings"]
     assert timings["timeout_to_dumps"] < 3.5 and timings["timeout_to_job_gone"] < 30, timings

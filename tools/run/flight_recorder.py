@@ -10,6 +10,7 @@ with a `ready.<rank>.<host>.<pid>` file; on a hang `dump_on_hang` writes the `tr
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ import psutil
 DUMP_FOLDER = "flight_recorder"
 """Under a run's folder (`.rootcause/runs/<run_id>/flight_recorder/`): one file per rank and process group."""
 HOOK_DIR = Path(__file__).resolve().parent / "fr_hook"
+HOOK_VAR = "ROOTCAUSE_FR_HOOK"
+"""Another folder holding the hook (a Slurm run's copy in its shared run folder, which every node sees)."""
 FOLDER_VAR = "ROOTCAUSE_FR_DIR"
 OFF_VAR = "ROOTCAUSE_FLIGHT_RECORDER"
 """`ROOTCAUSE_FLIGHT_RECORDER=0` in a run's env leaves the child's environment as it was."""
@@ -39,8 +42,9 @@ def recorder_env(env: dict[str, str], run_folder: Path) -> dict[str, str]:
     if env.get(OFF_VAR, "").strip().lower() in {"0", "false", "no", "off"}:
         return {}
     folder = run_folder / DUMP_FOLDER
+    hook = env.get(HOOK_VAR) or str(HOOK_DIR)
     extra = {FOLDER_VAR: str(folder),
-             "PYTHONPATH": str(HOOK_DIR) + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")}
+             "PYTHONPATH": hook + (f":{env['PYTHONPATH']}" if env.get("PYTHONPATH") else "")}
     for names, value in _DEFAULTS:
         if not any(env.get(name) for name in names):
             extra[names[0]] = value
@@ -49,6 +53,14 @@ def recorder_env(env: dict[str, str], run_folder: Path) -> dict[str, str]:
         for name in _NCCL_FILE_VARS:
             extra[name] = str(folder / NCCL_FILE_PREFIX)
     return extra
+
+
+def copy_hook(run_folder: Path) -> dict[str, str]:
+    """The hook copied into a run's folder (on a cluster, the file system the nodes share): the env naming it."""
+    target = run_folder / HOOK_DIR.name
+    target.mkdir(exist_ok=True)
+    shutil.copyfile(HOOK_DIR / "sitecustomize.py", target / "sitecustomize.py")
+    return {HOOK_VAR: str(target)}
 
 
 def _host() -> str:

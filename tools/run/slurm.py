@@ -38,7 +38,7 @@ from rootcause.tools.core.context import AMBIENT_PROGRESS, ProgressSink, _no_pro
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.run.command import new_run_id, resolve_program
-from rootcause.tools.run.flight_recorder import count_dumps, dump_on_hang
+from rootcause.tools.run.flight_recorder import copy_hook, count_dumps, dump_on_hang
 from rootcause.tools.run.process import RunRecord, RunSpec, run_process
 from rootcause.tools.run.stacks import ProcessStack, _py_spy
 
@@ -419,7 +419,7 @@ async def run_slurm(spec: RunSpec, options: SlurmOptions, workspace: Workspace, 
     log_path = folder / "log.txt"
     sbatch = _sbatch_argv(spec, options, run_id, folder)
     follower = RunSpec(argv=[sys.executable, "-I", str(FOLLOW), str(state_path), "--", *sbatch], cwd=spec.cwd,
-                       env={**spec.env, "SLURM_LABELIO": spec.env.get("SLURM_LABELIO", "1")},
+                       env={**copy_hook(folder), **spec.env, "SLURM_LABELIO": spec.env.get("SLURM_LABELIO", "1")},
                        timeout_s=spec.timeout_s + 2 * GONE_WITHIN_S, label=spec.label)
     watch = _Watch()
     submitted = time.time()
