@@ -31,6 +31,7 @@ def test_wheel_maps_the_folders_under_rootcause_and_runs_the_demo(tmp_path: Path
     assert tops == {"rootcause"}, tops
     assert "rootcause/tools/ecosystem/demo/example/minitrain/loss.py" in names
     assert "rootcause/tools/knowledge/data/pitfalls.yaml" in names and not any("__pycache__" in n for n in names)
+    assert "rootcause/tools/run/fr_hook/sitecustomize.py" in names  # the flight-recorder hook runs' children load
 
     venv = tmp_path / "venv"
     subprocess.run([_uv(), "venv", "--python", sys.executable, str(venv)], check=True, capture_output=True)
