@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rootcause.tools.observe.diagnosis import diagnose_run, diagnose_text
 from rootcause.tools.run import ProcessStack, RunRecord
+
+from tests.conftest import stdio_client, structured
 
 
 def _pyspy(pid: int, frames: list[tuple[str, str, int]], extra_thread: bool = True) -> str:
@@ -196,3 +199,22 @@ def test_reproduces_hang_path_reads_the_stacks_it_captured(tmp_path: Path) -> No
     assert d.ranks["0"].outcome == "hang" and d.ranks["1"].outcome == "culprit"
     assert "at train.py:22" in d.ranks["1"].first_error
     assert "train:step" in d.signature and "train:load_batch" in d.signature
+
+
+@pytest.mark.anyio
+async def test_diagnose_log_over_stdio_names_the_culprit_its_node_and_the_mismatch(repo: Path) -> None:
+    log = ("".join(_NCCL.format(p=f"{r // 2}: ", r=r) for r in (0, 1, 2)) + _SIGNALLED.format(p="1: ", r=3)
+           + "srun: error: gpu-b07: task 1: Exited with exit code 1\n"
+           + "srun: error: gpu-a03: task 0: Exited with exit code 1\n")
+    (repo / "job.err").write_text(log)
+    dump = "".join(_pyspy(100 + r, _DATALOADER if r == 2 else _ALL_REDUCE) for r in range(4))
+    async with stdio_client(repo) as client:
+        result = await client.call_tool("diagnose_log", {"path": "job.err"})
+        pasted = structured(await client.call_tool("diagnose_log", {"text": dump}))["diagnosis"]
+    d = structured(result)["diagnosis"]
+    assert d["category"] == "hang"
+    assert d["ranks"]["3"] == {**d["ranks"]["3"], "outcome": "culprit", "node": "gpu-b07"}
+    assert d["mismatch"]["seq"] == 57 and d["mismatch"]["culprit_ranks"] == [3]
+    assert "rank 3 never entered collective #57 of default_pg" in result.content[0].text
+    assert pasted["category"] == "hang" and "data:next_batch" in pasted["signature"]
+    assert {s["call_site"] for s in pasted["stacks"]} == {"engine:sync_gradients", "data:next_batch"}

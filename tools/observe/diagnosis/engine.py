@@ -633,7 +633,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     if collectives.facts and category in ("hang", "distributed_error"):
         # One line per fact the watchdogs' reports give (who fired, who never arrived), after the error's own words.
         own = error is not None and categorise(error, in_test) == category  # the error says it; the facts follow
-        parts = [message, *collectives.facts] if own else [*collectives.facts, message]
+        parts = [message, *collectives.facts] if own and not collectives.culprits else [*collectives.facts, message]
         message = "\n".join(p for p in parts if p.strip())
     if not message.strip() and error is not None and error.source != "template" and error.type != "IncompleteTraceback":
         message = "(raised without a message)"  # `raise RendezvousTimeoutError`: the type is all it says

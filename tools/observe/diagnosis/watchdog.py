@@ -385,7 +385,7 @@ def _describe(found: Collectives) -> None:
         numbers = (f" (last enqueued {counted.last_enqueued}, last completed {counted.last_completed})"
                    if counted is not None and len(states) == 1 else "")
         lines.append(f"{_who([s.rank for s in states])}: watchdog timed out on {what} of {_name(group)}{numbers}")
-    found.facts[:0] = lines
+    found.facts.extend(lines)  # after the facts that name culprits: the rank to look at comes first
     signalled = sorted(s.rank for s in found.ranks.values() if s.role == "signalled")
     if signalled:
         origins = sorted({s.signal_from for s in found.ranks.values() if s.signal_from is not None})
