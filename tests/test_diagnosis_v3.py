@@ -46,6 +46,11 @@ def test_the_call_site_is_the_top_three_in_app_frames_and_never_empty_identities
                 '  File "/workspace/Megatron-LM/megatron/training/training.py", line 5, in pretrain\n    x()\n'
                 "AssertionError: bad config\n")
     assert diagnose_text(megatron, tmp_path).signature.endswith("|pretrain_gpt:<module>")
+    # A Windows Python's own library is no call site; the reporter's script on another drive is.
+    windows = ("Traceback (most recent call last):\n  File \"D:\\proj\\train.py\", line 3, in main\n    run()\n"
+               "  File \"C:\\Users\\a\\Python310\\lib\\threading.py\", line 9, in run\n"
+               "ValueError: bad value 3\n")
+    assert diagnose_text(windows, tmp_path).signature.endswith("|train:main")
     empty = identity("", "", [])
     assert empty.group == f"{SIGNATURE_VERSION}|unknown|" and empty.signature == f"{empty.group}|"
 

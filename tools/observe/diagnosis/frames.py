@@ -148,6 +148,8 @@ _LIBRARY_MODULES = (re.compile(r"(?:site-packages|dist-packages)/(?P<module>.+?)
                     re.compile(r"/lib(?:64)?/python[\d.]+/(?P<module>.+?)\.py$"))
 _FROZEN = re.compile(r"^<frozen (?P<module>[\w.]+)>$")
 _PACKAGE_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+# A Windows Python's own library (`...\Python310\Lib\threading.py`, `Anaconda3\lib\...`), slashes turned forward.
+_WINDOWS_STDLIB = re.compile(r"/python\d{2,3}/lib/|/(?:ana|mini)conda3/(?:envs/[^/]+/)?lib/", re.IGNORECASE)
 
 
 def _framework_module(path: str) -> str | None:
@@ -169,7 +171,7 @@ def in_app(frame: Frame, root: Path) -> bool:
     path = frame.file.replace("\\", "/")
     if not path or path.startswith("<"):
         return path.startswith("<ipython-input")
-    return not is_library(path) and _framework_module(path) is None
+    return not is_library(path) and not _WINDOWS_STDLIB.search(path) and _framework_module(path) is None
 
 
 def _function(frame: Frame) -> str:
