@@ -709,6 +709,18 @@ def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diag
         place.call_site = sites.get(place.rank) or recorded.get(place.rank)
     diagnosis.collectives = report.collectives[:MAX_COLLECTIVES]
     diagnosis.mismatch = report.mismatch or diagnosis.mismatch
+    if report.mismatch and len(report.dumps) <= MAX_RANKS:
+        m = report.mismatch
+        for rank in sorted({*m.culprit_ranks, *report.waiting}):
+            before = diagnosis.ranks.get(str(rank))
+            culprit = rank in m.culprit_ranks
+            if culprit or before is None or before.outcome in ("ok", "hang"):
+                why = (f"{m.kind} at collective #{m.seq} of {m.group} (flight recorder)" if culprit
+                       else "waits in a collective (flight recorder)")
+                diagnosis.ranks[str(rank)] = RankInfo(outcome="culprit" if culprit else "waiting", first_error=why,
+                                                      node=before.node if before else None)
+        diagnosis.ranks = dict(sorted(diagnosis.ranks.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0])
+                                                                              if kv[0].isdigit() else 0, kv[0])))
     if report.category and diagnosis.exception_type is None and diagnosis.category not in ("hang",
                                                                                             "distributed_error"):
         diagnosis.category = report.category
