@@ -62,6 +62,8 @@ def test_what_tells_two_messages_apart_stays_and_how_they_were_written_goes() ->
     assert parameterise("Error(s) in loading state_dict for DistributedDataParallel: Missing key(s)") == \
         parameterise("Error(s) in loading state_dict for DataParallel: Missing key(s)")
     assert parameterise("loading state_dict for GPTModel") != parameterise("loading state_dict for Transformer")
+    assert parameterise("cannot import name 'x' from 'transformers.utils' (/usr/lib/python3/dist-packages/transf") == \
+        parameterise("cannot import name 'x' from 'transformers.utils' (/opt/t/transformers/utils/__init__.py)")
 
 
 def test_an_elastic_error_file_anywhere_in_a_log_is_read_as_its_traceback(tmp_path: Path) -> None:

@@ -78,7 +78,10 @@ _TRAILING = re.compile(r"[\s.!?:;,]+$")  # `... cpu!` and `... cpu` are one mess
 def parameterise(text: str) -> str:
     for pattern, replacement in _SUBSTITUTIONS:
         text = pattern.sub(replacement, text)
-    return _TRAILING.sub("", text.strip())
+    text = _TRAILING.sub("", text.strip())
+    if text.endswith("<path>") and text.count("(") == text.count(")") + 1:
+        text += ")"  # a paste cut inside the path a message ends with: `... (<path>` is `... (<path>)`
+    return text
 
 
 _WRAPPED = re.compile(r"[\w,]$")  # a line that stops mid-sentence (no closing punctuation)
