@@ -79,8 +79,9 @@ def finding_line(finding: Finding, sites: dict[int, str], stack_sites: dict[int,
             head += f"; {whose} last, #{last.seq} {last.describe()}, completed"
     elif m.kind == "stalled":
         done = sorted(r for r, st in finding.group.standing.items() if st.completed >= m.seq)
-        head = (f"{_ranks(finding.stalled)} entered collective #{m.seq} of {m.group} and never completed it; "
-                f"{_ranks(done)} completed it (its own work never finished: a stuck device or kernel)")
+        whose = "its" if len(finding.stalled) == 1 else "their"
+        head = (f"{_ranks(finding.stalled)} entered collective #{m.seq} of {m.group}, which {_ranks(done)} "
+                f"completed, and never completed it ({whose} own work stopped: a stuck device or kernel)")
         if m.missing_ranks:
             later = max(st.entered for st in finding.group.standing.values())
             head += f"; {_ranks(m.missing_ranks)} never entered #{later}"
