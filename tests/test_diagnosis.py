@@ -75,7 +75,7 @@ def test_rank_prefixes_interleaved_and_root_cause_rank(tmp_path: Path) -> None:
     assert d.category == "shape_mismatch" and d.exception_type == "RuntimeError"
     assert d.ranks["0"].outcome == "fail" and "size of tensor a" in d.ranks["0"].first_error
     assert d.ranks["1"].outcome == "fail" and "DistBackendError" in d.ranks["1"].first_error
-    for style in ("[default{r}]:", "rank {r}: ", "[{r},0]<stderr>:"):
+    for style in ("[default{r}]:", "rank {r}: ", "[1,{r}]<stderr>:"):  # Open MPI: [jobid,rank]
         assert [ln.rank for ln in split_lines(style.format(r=3) + "x")] == [3]
 
 

@@ -55,7 +55,8 @@ PREFIXES: tuple[Prefix, ...] = (
     # A launcher's tag without a role name (`[0]:`): when most lines carry it.
     _p("rank", r"^\[(?P<rank>\d{1,4})\]:\s?", always=False),
     _p("rank", r"^(?:rank|Rank|RANK)\s+(?P<rank>\d+):\s"),
-    _p("rank", r"^\[(?P<rank>\d+),\d+\]<std(?:out|err)>:\s?"),
+    # Open MPI's --tag-output: `[jobid,rank]<stderr>:`.
+    _p("rank", r"^\[\d+,(?P<rank>\d+)\]<std(?:out|err|diag)>:\s?"),
     _p("worker", r"^\((?P<worker>[\w.\-]+)?\s*(?:rank=(?P<rank>\d+)\s*)?pid=(?P<pid>\d+)(?:,\s*ip=[\w.:\-]+)?\)\s?"),
     _p("srun", r"^\s{0,3}(?P<rank>\d{1,4}): ", always=False),
     # docker compose: `trainer-1  | ` (v2), `proj_trainer_1  | ` (v1).
