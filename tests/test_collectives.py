@@ -125,6 +125,7 @@ def test_archives_are_read_in_memory_and_a_member_leaving_the_archive_is_refused
     assert sorted(found.dumps) == [0, 1, 2, 3]
     assert found.notes == ["../../escaped_rank1.pkl: refused, a path outside the archive"]
     assert analyse(found).mismatch.culprit_ranks == [3]
+    assert lines(analyse(found))[-1] == "left out: ../../escaped_rank1.pkl: refused, a path outside the archive"
     assert not (tmp_path.parent / "escaped_rank1.pkl").exists() and sorted(p.name for p in tmp_path.iterdir()) == [
         "dumps.tar.gz", "dumps.zip"]
     ctx = ToolContext.for_root(tmp_path)

@@ -140,4 +140,6 @@ def lines(report: Report, root: Path | None = None, stack_sites: dict[int, str] 
     missing = sorted({r for g in report.groups.values() for r in g.no_dump})
     if missing:
         out.append(f"no dump from {_ranks(missing)} (listed as group members)")
+    if report.notes:
+        out.append("left out: " + "; ".join(report.notes[:3]) + (" …" if len(report.notes) > 3 else ""))
     return out
