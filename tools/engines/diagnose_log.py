@@ -11,7 +11,7 @@ from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult, bounded
 from rootcause.tools.engines.reproduce import diagnosis_lines, next_step
 from rootcause.tools.observe.collectives import DumpError, DumpSet, Report, analyse, read_dumps
-from rootcause.tools.observe.collectives.dumps import is_archive
+from rootcause.tools.observe.collectives.dumps import is_archive, looks_like_dump
 from rootcause.tools.observe.collectives.text import lines as collective_lines
 from rootcause.tools.observe.collectives.text import recorded_sites
 from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_file, diagnose_text
@@ -39,9 +39,6 @@ def _head(path: Path) -> bytes:
         return fh.read(BINARY_SAMPLE)
 
 
-def _dump_head(head: bytes) -> bool:
-    """A flight-recorder dump on its own: a pickle (protocol 2+), or JSON naming the recorder's keys."""
-    return head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and b'"entries"' in head and b'"pg_' in head)
 
 
 def _size(path: Path) -> int:
@@ -54,7 +51,7 @@ def _log_of(found: DumpSet, folder: Path | None, root: Path) -> Diagnosis | None
     """The diagnosis of the largest text file beside the dumps (the job's log), if any."""
     if not found.logs:
         return None
-    name, data = max(found.logs, key=lambda item: len(item[1]))
+    name, data = max(found.logs, key=lambda item: found.log_sizes.get(item[0], len(item[1])))
     if folder is not None and (folder / name).is_file():
         return diagnose_file(folder / name, root)  # streaming, any size
     return diagnose_text(data[:MAX_TEXT].decode("utf-8", "replace"), root)
@@ -149,7 +146,7 @@ def diagnose_log(inp: DiagnoseLogInput, ctx: ToolContext) -> DiagnoseLogResult:
         except OSError as exc:
             raise UsageError(f"log path {inp.path!r} cannot be read: {exc.strerror or exc}.",
                              "check the file's permissions") from None
-        if path.is_dir() or is_archive(path) or _dump_head(head):
+        if path.is_dir() or is_archive(path) or looks_like_dump(head):
             diagnosis = _diagnose_dumps(path, inp.path, ctx)
             source, size = ctx.workspace.relative(path), _size(path)
         elif _binary(head):

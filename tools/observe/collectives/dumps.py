@@ -30,6 +30,7 @@ MAX_ENTRIES = 20_000
 MAX_MEMBERS = 20_000
 MAX_FRAMES = 24
 MAX_DEPTH = 6
+HEAD_BYTES = 8192
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".zip")
 NOT_LOGS = (".py", ".md", ".yaml", ".yml", ".toml", ".json", ".cfg", ".ini", ".sh")
 _READY = re.compile(r"^ready\.(\d+)\.(.+)\.(\d+)$")
@@ -85,7 +86,9 @@ class RankDump:
 class DumpSet:
     dumps: dict[int, RankDump] = field(default_factory=dict)
     logs: list[tuple[str, bytes]] = field(default_factory=list)
-    """Text files found beside the dumps (name, bytes), for the log's own diagnosis."""
+    """Text files found beside the dumps (name, bytes), for the log's own diagnosis; a folder's file keeps its
+    first bytes only (it is read from disk, streaming)."""
+    log_sizes: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     """What was left out and why (a refused member, a duplicate rank, a file that is no dump)."""
     hosts: dict[int, str] = field(default_factory=dict)
@@ -215,7 +218,7 @@ class _Reader:
         self.found = DumpSet()
         self.total = 0
 
-    def take(self, name: str, data: bytes) -> None:
+    def take(self, name: str, data: bytes, size: int | None = None) -> None:
         self.total += len(data)
         if self.total > MAX_TOTAL_BYTES:
             raise DumpError(f"the dumps hold more than {MAX_TOTAL_BYTES // 2**20} MB.",
@@ -228,6 +231,7 @@ class _Reader:
         if decoded is None:
             if data.strip() and _is_text(data) and not name.lower().endswith(NOT_LOGS):
                 self.found.logs.append((name, data))
+                self.found.log_sizes[name] = len(data) if size is None else size
             return
         obj, form = decoded
         if not (isinstance(obj, dict) and ("entries" in obj or "pg_status" in obj)):
@@ -324,6 +328,12 @@ def _folder_files(folder: Path) -> Iterator[Path]:
                 yield path
 
 
+def looks_like_dump(head: bytes) -> bool:
+    """A pickle (protocol 2+), or JSON naming the recorder's keys in its first bytes."""
+    return head[:1] == b"\x80" or (head.lstrip()[:1] == b"{" and any(
+        key in head for key in (b'"entries"', b'"pg_status"', b'"pg_config"')))
+
+
 def read_dumps(path: Path) -> DumpSet:
     """Every dump under `path` (a dump file, a folder, or an archive), the text files beside them, and notes."""
     reader = _Reader()
@@ -338,7 +348,12 @@ def read_dumps(path: Path) -> DumpSet:
                 _read_archive(file, reader, prefix=rel + ":")
                 continue
             with open(file, "rb") as fh:
-                reader.take(rel, _read_bounded(fh, rel))
+                head = fh.read(HEAD_BYTES)
+                if looks_like_dump(head):
+                    fh.seek(0)
+                    reader.take(rel, _read_bounded(fh, rel))
+                else:  # a log, a script: only its first bytes are read here
+                    reader.take(rel, head, size=file.stat().st_size)
     elif is_archive(path):
         _read_archive(path, reader)
     else:
