@@ -107,6 +107,12 @@ def test_a_pickle_that_runs_code_is_refused_and_never_run(tmp_path: Path) -> Non
     ctx = ToolContext.for_root(tmp_path)
     with pytest.raises(UsageError, match="would run code when loaded"):
         diagnose_log(DiagnoseLogInput(path="dumps/rank0.pkl"), ctx)
+    for dump in (DUMPS / "skip").iterdir():  # beside real dumps, it is left out and said
+        shutil.copy(dump, tmp_path / "dumps" / f"job_{dump.name}")
+    (tmp_path / "dumps" / "rank0.pkl").rename(tmp_path / "dumps" / "evil_rank7.pkl")
+    found = read_dumps(tmp_path / "dumps")
+    assert sorted(found.dumps) == [0, 1] and found.notes[0].startswith("evil_rank7.pkl was not loaded: it names")
+    assert analyse(found).mismatch.culprit_ranks == [1]
     assert not marker.exists()
 
 

@@ -40,9 +40,11 @@ _RANK = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin|dump))?$", re.IGNORECASE)
 class DumpError(ValueError):
     """A file or archive that cannot be read as dumps, said in our words."""
 
-    def __init__(self, message: str, hint: str) -> None:
+    def __init__(self, message: str, hint: str, *, whole: bool = False) -> None:
         super().__init__(message)
         self.hint = hint
+        self.whole = whole
+        """About the whole set (too many bytes or dumps), not one file: it stops the reading."""
 
 
 @dataclass
@@ -217,12 +219,20 @@ class _Reader:
     def __init__(self) -> None:
         self.found = DumpSet()
         self.total = 0
+        self.refused: list[DumpError] = []
+
+    def refuse(self, exc: DumpError) -> None:
+        """One file of several that cannot be read (a checkpoint's pickle beside the dumps): left out, said."""
+        if exc.whole:
+            raise exc
+        self.refused.append(exc)
+        self.found.notes.append(str(exc).rstrip("."))
 
     def take(self, name: str, data: bytes, size: int | None = None) -> None:
         self.total += len(data)
         if self.total > MAX_TOTAL_BYTES:
             raise DumpError(f"the dumps hold more than {MAX_TOTAL_BYTES // 2**20} MB.",
-                            "give a folder with one dump per rank of the job that hung")
+                            "give a folder with one dump per rank of the job that hung", whole=True)
         ready = _READY.match(PurePosixPath(name).name)
         if ready:
             self.found.hosts[int(ready.group(1))] = ready.group(2)[:200]
@@ -249,7 +259,7 @@ class _Reader:
                 self.found.notes.append(f"{name}: rank {rank} again; {kept.source} is read")
                 return
         if len(self.found.dumps) >= MAX_DUMPS:
-            raise DumpError(f"more than {MAX_DUMPS} dumps.", "give the dumps of one job")
+            raise DumpError(f"more than {MAX_DUMPS} dumps.", "give the dumps of one job", whole=True)
         self.found.dumps[rank] = parse_dump(obj, rank, name, form)
 
 
@@ -283,11 +293,15 @@ def _tar_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
                 reader.found.notes.append(f"{member.name}: refused, a path outside the archive")
                 continue
             if member.size > MAX_DUMP_BYTES:
-                raise DumpError(f"{member.name} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
-                                "give the per-rank dump files")
+                reader.refuse(DumpError(f"{member.name} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
+                                        "give the per-rank dump files"))
+                continue
             fh = archive.extractfile(member)
             if fh is not None:
-                yield member.name, _read_bounded(fh, member.name)
+                try:
+                    yield member.name, _read_bounded(fh, member.name)
+                except DumpError as exc:
+                    reader.refuse(exc)
 
 
 def _zip_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
@@ -307,10 +321,16 @@ def _zip_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
                 reader.found.notes.append(f"{info.filename}: refused, a path outside the archive")
                 continue
             if info.file_size > MAX_DUMP_BYTES:
-                raise DumpError(f"{info.filename} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
-                                "give the per-rank dump files")
+                reader.refuse(DumpError(f"{info.filename} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
+                                        "give the per-rank dump files"))
+                continue
             with archive.open(info) as fh:  # read capped: a member's declared size is not trusted
-                yield info.filename, _read_bounded(fh, info.filename)
+                try:
+                    data = _read_bounded(fh, info.filename)
+                except DumpError as exc:
+                    reader.refuse(exc)
+                    continue
+            yield info.filename, data
 
 
 def is_archive(path: Path) -> bool:
@@ -344,25 +364,33 @@ def read_dumps(path: Path) -> DumpSet:
                 reader.found.notes.append(f"more than {MAX_MEMBERS} files; the rest left out")
                 break
             rel = file.relative_to(path).as_posix()
-            if is_archive(file):
-                _read_archive(file, reader, prefix=rel + ":")
-                continue
-            with open(file, "rb") as fh:
-                head = fh.read(HEAD_BYTES)
-                if looks_like_dump(head):
-                    fh.seek(0)
-                    reader.take(rel, _read_bounded(fh, rel))
-                else:  # a log, a script: only its first bytes are read here
-                    reader.take(rel, head, size=file.stat().st_size)
+            try:
+                if is_archive(file):
+                    _read_archive(file, reader, prefix=rel + ":")
+                    continue
+                with open(file, "rb") as fh:
+                    head = fh.read(HEAD_BYTES)
+                    if looks_like_dump(head):
+                        fh.seek(0)
+                        reader.take(rel, _read_bounded(fh, rel))
+                    else:  # a log, a script: only its first bytes are read here
+                        reader.take(rel, head, size=file.stat().st_size)
+            except DumpError as exc:
+                reader.refuse(exc)
     elif is_archive(path):
         _read_archive(path, reader)
     else:
         with open(path, "rb") as fh:
             reader.take(path.name, _read_bounded(fh, path.name))
+    if reader.refused and not reader.found.dumps:
+        raise reader.refused[0]  # nothing else to read: the refusal is the answer
     return reader.found
 
 
 def _read_archive(path: Path, reader: _Reader, prefix: str = "") -> None:
     members = _zip_members(path, reader) if path.name.lower().endswith(".zip") else _tar_members(path, reader)
     for name, data in members:
-        reader.take(prefix + name, data)
+        try:
+            reader.take(prefix + name, data)
+        except DumpError as exc:
+            reader.refuse(exc)
