@@ -3,15 +3,15 @@
 A frame is in the project when its file resolves inside the root; a path from another
 machine counts when a suffix of it exists under the root (the same checkout elsewhere), and
 an installed copy counts when its module belongs to one of the root's packages
-(`site-packages/mypkg/model.py` for a root holding `mypkg/` or `src/mypkg/`). Other library
-frames (site-packages, the standard library, frozen and generated code) and other
-machines' files never count: a log pasted from elsewhere is identified by its message.
-Signatures name frames `stem:function`, without directories or line numbers.
+(`site-packages/mypkg/model.py` for a root holding `mypkg/` or `src/mypkg/`): `in_project`
+and a diagnosis' `location` mean this.
 
-A signature's call site (call_site) reads frames as in-app (DESIGN, "Signature (v3)"): the
-reporter's own code on whatever machine, i.e. any frame that is not the standard library, an
-install (site-packages, conda, pyenv), generated code, or a framework's package
-(data/frameworks.yaml) checked out from source; frames under the root are in-app always.
+A signature's call site (call_site) is wider, the frames in-app (DESIGN, "Signature (v3)"):
+the reporter's own code on whatever machine, i.e. any frame that is not the standard library,
+an install (site-packages, conda, pyenv), generated code, or a framework's package
+(data/frameworks.yaml) checked out from source; frames in the project are in-app always. It
+names frames `stem:function`, without directories or line numbers, so one checkout's frames
+read the same from any machine.
 """
 
 from __future__ import annotations
@@ -112,36 +112,6 @@ def display_module(path: str, root: Path) -> str:
 
 # Comprehension frames vanish with Python 3.12's inlining (PEP 709): not part of an identity.
 _ANONYMOUS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
-
-
-def signature_frames(frames: list[Frame], root: Path, count: int = 2) -> list[str]:
-    """The innermost run of project frames, as stem:function (none outside the root).
-
-    From the innermost project frame outward, until a library frame interrupts the run or
-    `count` are taken: the same error raised in a worker process (whose stack lacks the
-    launcher's frames) or reached through another caller keeps its identity.
-    """
-    named = [f for f in frames if (f.function or "") not in _ANONYMOUS]
-
-    def ours(frame: Frame) -> bool:
-        return frame.in_project
-
-    names: list[str] = []
-    started = False
-    for frame in reversed(named):
-        if not ours(frame):
-            if started:
-                break
-            continue
-        started = True
-        # Qualified names (py-spy, IPython: `Class.method`, `f.<locals>.g`) reduce to the plain function name.
-        function = (frame.function or "?").rsplit(".", 1)[-1]
-        name = f"{PurePosixPath(frame.file.replace(chr(92), '/')).stem}:{function}"
-        if name not in names:
-            names.append(name)
-        if len(names) == count:
-            break
-    return list(reversed(names))
 
 
 _LIBRARY_MODULES = (re.compile(r"(?:site-packages|dist-packages)/(?P<module>.+?)\.py$"),

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from rootcause.tools.observe.diagnosis.models import SIGNATURE_VERSION, group_of
 
-__all__ = ["SIGNATURE_VERSION", "Identity", "build", "first_sentence", "group_of", "identity", "parameterise"]
+__all__ = ["SIGNATURE_VERSION", "Identity", "first_sentence", "group_of", "identity", "parameterise"]
 
 # Wrappers' components of a parameter's name: DDP's and DataParallel's `module.`, torch.compile's `_orig_mod.`,
 # FSDP's and activation checkpointing's, PEFT's `base_model.model.`, `base_layer.`, `modules_to_save.default.`.
@@ -133,7 +133,3 @@ def identity(kind: str, message: str, call_site: list[str]) -> Identity:
     group = "|".join([SIGNATURE_VERSION, kind or "unknown", parameterise(first_sentence(message))[:240]])
     return Identity(group, f"{group}|{'>'.join(call_site)}")
 
-
-def build(kind: str, message: str, frames: list[str]) -> str:
-    """The signature alone (identity(...).signature)."""
-    return identity(kind, message, frames).signature
