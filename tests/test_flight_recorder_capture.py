@@ -170,3 +170,40 @@ async def test_a_rank_that_died_is_not_waited_for(tmp_path: Path) -> None:
     assert "rank0.pkl" in names and "rank1.pkl" not in names
     trigger = (folder / "trigger").stat().st_mtime
     assert (folder / "rank0.pkl").stat().st_mtime - trigger < 2.0
+
+
+SPAWNED = """\
+import os, time, torch, torch.distributed as dist, torch.multiprocessing as mp
+
+
+def worker(rank):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    dist.all_reduce(torch.ones(2))
+    print(f"rank {rank} ready", flush=True)
+    if rank == 1:
+        while True:
+            time.sleep(0.2)
+    dist.all_reduce(torch.ones(2))
+
+
+if __name__ == "__main__":
+    mp.spawn(worker, nprocs=2)
+"""
+
+
+@needs_torch
+async def test_mp_spawn_ranks_dump_too(tmp_path: Path) -> None:
+    """mp.spawn's children are new interpreters: they load the hook from the inherited PYTHONPATH."""
+    import socket
+
+    (tmp_path / "spawned.py").write_text(SPAWNED)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    record = await run_process(RunSpec(argv=[PY, "spawned.py"], cwd=tmp_path, env={"PORT": port}, timeout_s=120,
+                                       idle_timeout_s=8), Workspace(tmp_path))
+    assert record.outcome == "hang" and record.collective_dumps == 2, record.output[-2000:]
+    dumps = read_dumps((tmp_path / record.log_path).parent / DUMP_FOLDER)
+    assert [e[:2] for e in dumps["0"]] == [[1, "all_reduce"], [2, "all_reduce"]]
+    assert [e[:2] for e in dumps["1"]] == [[1, "all_reduce"]]
