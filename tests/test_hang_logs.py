@@ -177,6 +177,13 @@ def test_an_ordinary_failure_is_no_hang(tmp_path: Path) -> None:
     oom = ("[rank1]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
            + _NCCL.format(p="", r=0))
     assert diagnose_text(oom, tmp_path).category == "cuda_oom"
+    # One rank raised, the others time out waiting for it: the exception is the root, the timeouts its collateral.
+    raised = ("[rank3]:Traceback (most recent call last):\n[rank3]:  File \"/w/train.py\", line 30, in <module>\n"
+              "[rank3]:    batch = collate(items)\n[rank3]:ValueError: empty batch at step 4100\n"
+              + "".join(_NCCL.format(p="", r=r) for r in (0, 1, 2)))
+    d = diagnose_text(raised, tmp_path)
+    assert d.category == "python_exception" and d.exception_type == "ValueError"
+    assert d.ranks["3"].outcome == "fail" and d.ranks["0"].outcome == "hang"
 
 
 def test_reproduces_hang_path_reads_the_stacks_it_captured(tmp_path: Path) -> None:

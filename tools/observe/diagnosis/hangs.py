@@ -10,6 +10,7 @@ collectives and the call site of the error, sorted, so that two runs of one hang
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rootcause.tools.observe.diagnosis import signature as sig
@@ -27,6 +28,9 @@ from rootcause.tools.observe.diagnosis.stacks import (
 from rootcause.tools.observe.diagnosis.watchdog import Collectives, shape
 
 _ABORTS = ("fatal-python-error Aborted", "signal SIGABRT")
+# A launcher's or test harness's exception saying its child failed: the child's failure is the evidence.
+_CHILD_FAILED = re.compile(r"\b(?:failed|died|exited) with (?:return ?code|exit ?code|exit status|code)\s*-?\d+|"
+                           r"returned non-zero exit status", re.IGNORECASE)
 MAX_SITES = 6
 
 
@@ -47,7 +51,11 @@ def hang_category(category: str, error: FoundError | None, collectives: Collecti
     reports = [k for k in collectives.kinds if k != "fingerprint-mismatch"]
     if not reports and collectives.kinds:
         return "distributed_error" if category in GENERIC else category
-    weak = error is None or category in GENERIC or category == "distributed_error"
+    # An exception a rank raised is the root (the others time out waiting for it), unless it only wraps a child's
+    # failure or lost its traceback; a communication error is the hang's own symptom.
+    weak = error is None or category == "distributed_error" or (category in GENERIC and (
+        error.source != "traceback" or error.type == "IncompleteTraceback" or bool(_CHILD_FAILED.search(
+            error.message))))
     if reports and (weak or (category == "crash" and (error is None or _abort(error)))):
         return "hang"
     if error is not None and _abort(error) and error.frames and is_observer_function(error.frames[-1].function):
