@@ -209,3 +209,15 @@ def test_diagnose_log_of_dumps_records_its_evidence_in_the_session(tmp_path: Pat
     events = (tmp_path / ".rootcause" / "sessions" / session / "events.jsonl").read_text()
     assert "never entered collective #" in events and len(events) < 200_000
     assert SessionStore(ctx.workspace).load(session) is not None
+
+
+@pytest.mark.parametrize("case", sorted(NVRX))
+def test_faulty_ranks_that_left_no_dump_are_named_when_the_dumps_name_no_one(case: str) -> None:
+    """Both faulty ranks' dumps dropped: every other rank waits alike in the expert group, and the members
+    without a dump are the ones not seen there (kind no_dump)."""
+    found = read_dumps(DUMPS / "nvrx" / case)
+    for rank in NVRX[case]:
+        del found.dumps[rank]
+    m = analyse(found).mismatch
+    assert (m.kind, m.culprit_ranks) == ("no_dump", NVRX[case])
+    assert "EXPERT_MODEL_PARALLEL_GROUP" in m.group
