@@ -147,3 +147,11 @@ def test_batch_9_general_rules(tmp_path: Path) -> None:
     assert diagnose_text(nemo, tmp_path).category == "gradient_explosion"
     gather = "RuntimeError: Size does not match at dimension 0 expected index [269, 1] to be smaller than self [268]\n"
     assert diagnose_text(gather, tmp_path).category == "shape_mismatch"
+
+
+def test_a_warning_raised_as_an_error_stays_the_root_under_a_wrapper(tmp_path: Path) -> None:
+    log = ("Traceback (most recent call last):\n  File \"/w/train.py\", line 9, in load_config\n    warn(msg)\n"
+           "UserWarning: key 'lr_warmup' is deprecated\n"
+           "Traceback (most recent call last):\n  File \"/usr/bin/torchrun\", line 8, in <module>\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: train.py FAILED\n")
+    assert diagnose_text(log, tmp_path).exception_type == "UserWarning"

@@ -127,8 +127,10 @@ MAX_COLLECTIVES = 256
 
 
 def _tier(error: FoundError, category: str) -> int:
-    if error.source != "template" and is_warning(error.type):
-        return 4  # a warning (`UserWarning: ... CUDA out of memory`) is the root only when nothing raised
+    if error.source == "bare" and is_warning(error.type):
+        # A printed warning (`UserWarning: ... CUDA out of memory`) is the root only when nothing raised; one raised
+        # as an error (its traceback) is an error.
+        return 4
     if _WRAPPERS.search(error.type) or (error.source != "template" and _WRAPPER_MESSAGES.search(error.message)
                                         and not _embedded_cause(error.message)):
         return 3
