@@ -184,6 +184,22 @@ def test_repeated_steps_and_cuts_are_stated(tmp_path: Path) -> None:
     assert any(f"line 50 holds {MAX_LINE + 5:,} characters" in n and "(5 skipped)" in n for n in notes)
 
 
+def test_progress_is_reported_on_a_one_line_log(tmp_path: Path) -> None:
+    """Progress goes by the characters read, not the line count (a one-line log of 7 MB is 70 pieces)."""
+    log = tmp_path / "tqdm.log"
+    write_tqdm(log, 100_000)
+    calls: list[tuple[int, int]] = []
+    scan_metrics(log, lambda done, total: calls.append((done, total)))
+    assert calls and all(0 < done <= total == log.stat().st_size for done, total in calls)
+
+
+def test_streams_listed_are_bounded() -> None:
+    from rootcause.tools.observe.logs.metrics import MAX_RANKS
+
+    series = scan_metrics([f"[rank{i}]:step 1 loss {1 + i / 1e4}" for i in range(MAX_RANKS + 500)])
+    assert len(series.ranks) == MAX_RANKS and series.rank_used == "0" and series.stats["loss"].last == 1.0
+
+
 # -- the real server ----------------------------------------------------------------------------------------------
 
 def _server_peak_mb() -> float:

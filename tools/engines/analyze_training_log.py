@@ -341,7 +341,9 @@ async def analyze_training_log(inp: AnalyzeTrainingLogInput, ctx: ToolContext) -
     first = series.first_nonfinite
     notes = []
     if len(series.ranks) > 1:
-        notes.append(f"{len(series.ranks)} streams in the log (ranks {', '.join(r or 'none' for r in series.ranks)}); "
+        shown = ", ".join(r or "none" for r in series.ranks[:16]) + (", ..." if len(series.ranks) > 16 else "")
+        many = f"at least {metrics.MAX_RANKS}" if len(series.ranks) >= metrics.MAX_RANKS else str(len(series.ranks))
+        notes.append(f"{many} streams in the log (ranks {shown}); "
                      f"the series are rank {series.rank_used or 'none'}'s ({metrics.RANK_RULE})")
     notes += _reading_notes(series)
 

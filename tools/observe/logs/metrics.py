@@ -80,6 +80,8 @@ PREFIXED = object()
 RANK_RULE = "rank 0 when it prints metrics, else the first rank (or unprefixed stream) that does"
 MAX_METRICS = 1000
 """Distinct metric names read (a log naming more, e.g. one key per sample, keeps the first ones)."""
+MAX_RANKS = 1024
+"""Streams listed in `ranks` (the first ones seen)."""
 
 
 # -- series -------------------------------------------------------------------------------------------------------
@@ -433,7 +435,7 @@ class MetricExtractor:
         if self._chose and not self._delimited and self._table is None:
             tag = self._tag(raw)
             if tag != self._chosen and not (tag == "0" and self._chosen is not None):
-                if tag not in self._ranks_seen:
+                if tag not in self._ranks_seen and len(self._ranks_seen) < MAX_RANKS:
                     self._ranks_seen[tag] = None
                 return
             if not trigger(self.wanted).search(raw):
@@ -462,7 +464,7 @@ class MetricExtractor:
 
     def _segment(self, rank: str | None, text: str, number: int) -> None:
         series = self.series
-        if rank not in self._ranks_seen:
+        if rank not in self._ranks_seen and len(self._ranks_seen) < MAX_RANKS:
             self._ranks_seen[rank] = None
         if len(series.sample) < 8:
             series.sample.append(text[:160])
@@ -538,11 +540,14 @@ def scan_metrics(source: str | Path | Iterable[str],
         # line comes in pieces cut at carriage returns (a tqdm log may be one line of 300 MB).
         with open(source, encoding="utf-8", errors="replace", newline="\n") as fh:
             raw = fh.buffer.raw  # type: ignore[attr-defined]
-            for count, (piece, number, first) in enumerate(pieces(fh, extractor.series.cuts)):
+            read = 0  # characters, counted to call progress about every 4 MB whatever the line lengths
+            for piece, number, first in pieces(fh, extractor.series.cuts):
                 extractor.feed(piece, number, continues=not first)
-                if progress is not None and not count & 4095 and raw.tell() >= next_report:
-                    next_report = raw.tell() + (4 << 20)
-                    progress(raw.tell(), total)
+                if progress is not None:
+                    read += len(piece)
+                    if read >= next_report:
+                        next_report = read + (4 << 20)
+                        progress(raw.tell(), total)
     else:
         lines = source.splitlines() if isinstance(source, str) else source
         for line in lines:
