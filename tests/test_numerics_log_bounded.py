@@ -200,6 +200,38 @@ def test_streams_listed_are_bounded() -> None:
     assert len(series.ranks) == MAX_RANKS and series.rank_used == "0" and series.stats["loss"].last == 1.0
 
 
+@pytest.mark.anyio
+async def test_findings_on_a_long_run_stay_exact(tmp_path: Path) -> None:
+    """100,000 steps with the lr never capped, one spike, a NaN tail and a reference that leaves it late: every
+    figure equals the one computed directly from the values written."""
+    from rootcause.tools.core.context import ToolContext
+    from rootcause.tools.engines.analyze_training_log import AnalyzeTrainingLogInput, analyze_training_log
+
+    n, spike, nan_from, leaves = 100_000, 61_234, 90_001, 75_001
+    rng = np.random.default_rng(2)
+    loss = np.round(2.0 + rng.uniform(-0.1, 0.1, n), 4)
+    loss[spike - 1] = 40.0
+    ref = loss.copy()
+    ref[leaves - 1:] *= 1.5
+    loss[nan_from - 1:] = np.nan
+    lr = np.round(np.arange(1, n + 1) * 1e-8, 12)
+    for name, values in (("run.log", loss), ("ref.log", ref)):
+        (tmp_path / name).write_text("".join(f"step {i + 1} loss {v} lr {r}\n" for i, (v, r) in enumerate(
+            zip(values.tolist(), lr.tolist(), strict=True))))
+    result = await analyze_training_log(AnalyzeTrainingLogInput(path="run.log", compare_to="ref.log"),
+                                        ToolContext.for_root(tmp_path))
+    finite = loss[: nan_from - 1]
+    s = result.series["loss"]
+    assert (result.steps, s.count, s.nonfinite, s.trailing_from_step) == (n, n, n - nan_from + 1, nan_from)
+    assert (s.min, s.max, s.first, s.last) == (finite.min(), finite.max(), finite[0], finite[-1])
+    assert result.first_nonfinite_step == nan_from and result.first_nonfinite.line == nan_from
+    assert result.largest_spike.step == spike and result.spike_count == 1
+    assert result.first_divergent_step == leaves
+    assert result.lr is not None and (result.lr.step, result.lr.early_until_step) == (nan_from, 9001)
+    assert result.lr.still_rising and result.lr.value == lr[nan_from - 1]
+    assert result.notes == []
+
+
 # -- the real server ----------------------------------------------------------------------------------------------
 
 def _server_peak_mb() -> float:
