@@ -47,6 +47,7 @@ def test_mismatched_sizes_name_the_rank_that_breaks_its_own_run() -> None:
     m = report.mismatch
     # 1 rank against 1: rank 1's all_reduce(2) breaks its run of all_reduce(4); it completed, rank 0 waits.
     assert (m.seq, m.kind, m.ops, m.culprit_ranks) == (4, "sizes", {"0": "all_reduce(4)", "1": "all_reduce(2)"}, [1])
+    assert m.missing_ranks == []  # both entered #4 (rank 1 went on: rank 0 is behind at #5, not at #4)
     assert report.findings[0].stalled == [0]
     assert report.category == "hang" and report.waiting == [0]
 

@@ -18,12 +18,8 @@ from tests.test_flight_recorder_capture import HANGS, assert_dumps_as_constructe
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 # Until the diagnosis engine attaches the dump analysis (issue 22, part 2), only the capture is asserted.
 ANALYSIS = "observe.collectives" in (REPO_ROOT / "tools" / "observe" / "diagnosis" / "engine.py").read_text()
-# Known: the analysis names rank 0 missing at #4 of mismatched_sizes although rank 0 entered it (its ops show
-# all_reduce(4)): the group's missing ranks at #5 leak into the sizes finding. Strict: passes once fixed.
-SIZES_MISSING_BUG = pytest.mark.xfail(ANALYSIS, reason="mismatch.missing_ranks [0] at seq 4 (rank 0 entered it)",
-                                      strict=True)
-LOCAL = ["skip_collective.py", pytest.param("mismatched_sizes.py", marks=SIZES_MISSING_BUG),
-         "rank_conditional_barrier.py", "stalled_loader.py", "rank_dies.py", "uneven_batches.py"]
+LOCAL = ["skip_collective.py", "mismatched_sizes.py", "rank_conditional_barrier.py", "stalled_loader.py",
+         "rank_dies.py", "uneven_batches.py"]
 
 
 def _left(token: str) -> list[str]:

@@ -98,6 +98,8 @@ class Finding:
     created_ns: int
     stalled: list[int] = field(default_factory=list)
     """Ranks that entered a collective peers completed and never completed it themselves."""
+    later_missing: list[int] = field(default_factory=list)
+    """Ranks behind the others in entering the group's collectives (at this sequence id or after it)."""
     explained_by: str | None = None
 
 
@@ -265,9 +267,10 @@ def _finding(group: Group) -> Finding | None:
         call = st.call(seq) if st.known and seq <= st.entered else None
         ops[str(rank)] = call.describe() if call else "(not entered)"
     created = [st.entries[seq].created_ns for st in standing.values() if seq in st.entries]
-    mismatch = CollectiveMismatch(group=group.label, seq=seq, ops=ops,
-                                  missing_ranks=missing, culprit_ranks=culprits, kind=kind)
-    return Finding(group, mismatch, min(created, default=0) or 0, stalled)
+    never = [] if kind == "no_dump" else sorted(r for r, st in standing.items() if not st.known or st.entered < seq)
+    mismatch = CollectiveMismatch(group=group.label, seq=seq, ops=ops, missing_ranks=never,
+                                  culprit_ranks=culprits, kind=kind)
+    return Finding(group, mismatch, min(created, default=0) or 0, stalled, later_missing=missing)
 
 
 def _blocked_in(dump: RankDump, groups: dict[str, Group]) -> str | None:

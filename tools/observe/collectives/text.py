@@ -82,9 +82,9 @@ def finding_line(finding: Finding, sites: dict[int, str], stack_sites: dict[int,
         whose = "its" if len(finding.stalled) == 1 else "their"
         head = (f"{_ranks(finding.stalled)} entered collective #{m.seq} of {m.group}, which {_ranks(done)} "
                 f"completed, and never completed it ({whose} own work stopped: a stuck device or kernel)")
-        if m.missing_ranks:
+        if finding.later_missing:
             later = max(st.entered for st in finding.group.standing.values())
-            head += f"; {_ranks(m.missing_ranks)} never entered #{later}"
+            head += f"; {_ranks(finding.later_missing)} never entered #{later}"
     elif m.kind == "no_dump":
         waiting = sorted(r for r, st in finding.group.standing.items() if st.known and st.entered >= m.seq)
         head = (f"{_ranks(waiting)} wait in collective #{m.seq} of {m.group}, all alike; "
