@@ -193,6 +193,16 @@ def test_progress_is_reported_on_a_one_line_log(tmp_path: Path) -> None:
     assert calls and all(0 < done <= total == log.stat().st_size for done, total in calls)
 
 
+def test_random_bytes_never_crash_the_extractor(tmp_path: Path) -> None:
+    """A leading cell of the pipe format that str.isdigit() calls a digit but float() refuses ('²', '8\\x1d')
+    raised ValueError out of analyze_training_log, diagnose_log's spike check and the run observation."""
+    assert scan_metrics(["² | loss 2.5 |", "8\x1d| loss 2.0 | lr 1e-3 |"]).stats["loss"].count == 2
+    log = tmp_path / "random.bin"
+    log.write_bytes(random.Random(4).randbytes(2 * MB))
+    series = scan_metrics(log)  # whatever it finds, it reads to the end
+    assert series.lines > 1000
+
+
 def test_streams_listed_are_bounded() -> None:
     from rootcause.tools.observe.logs.metrics import MAX_RANKS
 

@@ -228,8 +228,8 @@ def parse_pipe(text: str) -> dict[str, float] | None:
                 found.setdefault(canonical(m.group("key")), float(m.group("val")))
             except ValueError:
                 pass
-        elif position == 0 and segment.strip().isdigit():
-            found.setdefault("step", float(segment))
+        elif position == 0 and segment.strip().isdecimal():  # isdigit() takes '²', which float() refuses
+            found.setdefault("step", float(segment.strip()))  # strip(): float() keeps '\x1d', which strip() drops
         else:
             for key, value in parse_pairs(segment).items():
                 found.setdefault(key, value)
