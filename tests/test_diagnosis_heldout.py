@@ -5,7 +5,8 @@ labelled and committed before the engine ever ran on them; its first (untuned) s
 quoted in docs/tools/diagnose_log.md. labels.yaml gives each log's category, a `group` for logs of one
 bug (they must share the diagnosis' group) and a `near_miss` name for two logs with one exception type
 and two bugs (they must differ in signature: the group and the call site, DESIGN's v3). When a newer
-batch is collected, this one moves to `retired/batchN/` and the new one takes its place. Retired batches were tuned on; they stay as a regression check with stricter category limits.
+batch is collected, this one moves to `retired/batchN/` and the new one takes its place. Retired batches
+were tuned on; they stay as a regression check with stricter category limits.
 """
 
 from __future__ import annotations
