@@ -707,9 +707,9 @@ def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diag
     facts = collective_lines(report, root, sites)
     recorded = recorded_sites(report, root)
     for place in report.collectives:
-        said = diagnosis.ranks.get(str(place.rank))  # a Slurm run's rank -> node
-        place.node = (stacks[place.rank].node if place.rank in stacks else None) or place.node or (
-            said.node if said else None)
+        said = diagnosis.ranks.get(str(place.rank))  # a Slurm run's rank -> node, before the dump's hostname
+        place.node = (stacks[place.rank].node if place.rank in stacks else None) or (
+            said.node if said else None) or place.node
         place.call_site = sites.get(place.rank) or recorded.get(place.rank)
     diagnosis.collectives = report.collectives[:MAX_COLLECTIVES]
     diagnosis.mismatch = report.mismatch or diagnosis.mismatch
