@@ -51,7 +51,7 @@ def test_mp_spawn_hang_is_located_at_the_rank_waiting_in_the_collective(tmp_path
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", "-A")
     git(tmp_path, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "hang")
-    inp = ReproduceInput(command=f"python spawn_hang.py {_free_port()}", runs=1, timeout_s=120, idle_timeout_s=8,
+    inp = ReproduceInput(command=f"python spawn_hang.py {_free_port()}", runs=1, timeout_s=120, idle_timeout_s=20,
                          python=sys.executable)
     result = anyio.run(reproduce, inp, ToolContext.for_root(tmp_path))
     d = result.diagnosis
