@@ -19,12 +19,14 @@ _BLOCK = 1 << 20
 class IntSeq:
     """Append-only integers: arithmetic runs (start, stride, count) while they pay, else a flat array."""
 
-    __slots__ = ("_counts", "_flat", "_len", "_starts", "_strides", "increasing", "last")
+    __slots__ = ("_counts", "_flat", "_len", "_next", "_starts", "_stride", "_strides", "increasing", "last")
 
     def __init__(self) -> None:
         self._starts, self._strides, self._counts = array("q"), array("q"), array("q")
         self._flat: array | None = None
         self._len = 0
+        self._next: int | None = None  # the value that continues the current run (None: no run of 2 yet)
+        self._stride = 0
         self.last: int | None = None
         self.increasing = True
         """Every value above the one before it."""
@@ -33,19 +35,25 @@ class IntSeq:
         return self._len
 
     def append(self, value: int) -> None:
+        if value == self._next:  # the run goes on (the common case; `increasing` was settled by its stride)
+            self._counts[-1] += 1
+            self._len += 1
+            self.last = value
+            self._next = value + self._stride
+            return
         if self.last is not None and value <= self.last:
             self.increasing = False
         self._len += 1
         previous, self.last = self.last, value
+        self._next = None
         if self._flat is not None:
             self._append_flat(value)
             return
         counts = self._counts
         if counts and counts[-1] == 1:
-            self._strides[-1] = value - previous  # type: ignore[operator]
+            self._stride = self._strides[-1] = value - previous  # type: ignore[operator]
             counts[-1] = 2
-        elif counts and value - previous == self._strides[-1]:  # type: ignore[operator]
-            counts[-1] += 1
+            self._next = value + self._stride
         else:
             self._starts.append(value)
             self._strides.append(0)

@@ -296,6 +296,7 @@ class _Stream:
         self.stats: dict[str, Stats] = {}
         self.step_list = IntSeq()
         self.dropped = 0
+        self.keeps: dict[str, bool] = {}
         self.explicit = 0
         self.inferred = 0
         self.current = 0
@@ -323,7 +324,12 @@ class _Stream:
         for key, value in record.metrics.items():
             if key in self.current_keys:
                 continue
-            if keeps_points(key, self.wanted):
+            keeps = self.keeps.get(key)
+            if keeps is None:
+                keeps = keeps_points(key, self.wanted)
+                if len(self.keeps) < 4 * MAX_METRICS:
+                    self.keeps[key] = keeps
+            if keeps:
                 column = self.columns.get(key)
                 if column is None:
                     if len(self.columns) + len(self.stats) >= MAX_METRICS:
