@@ -9,6 +9,7 @@ bytes per run; a sequence too irregular for runs falls back to a flat array of 4
 from __future__ import annotations
 
 from array import array
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -74,6 +75,13 @@ class IntSeq:
                            values.tolist())
         self._starts, self._strides, self._counts = array("q"), array("q"), array("q")
 
+    def lookup(self) -> np.ndarray | RunInts:
+        """The values for reading by index: the flat array, else the runs themselves (a few bytes, not 4 a value)."""
+        if self._flat is not None or not self._len:
+            return self.array()
+        return RunInts(np.frombuffer(self._starts, dtype=np.int64), np.frombuffer(self._strides, dtype=np.int64),
+                       np.frombuffer(self._counts, dtype=np.int64))
+
     def array(self) -> np.ndarray:
         """The values as int32 when they fit, else int64."""
         if self._flat is not None:
@@ -100,6 +108,42 @@ class IntSeq:
         return out
 
 
+class RunInts:
+    """Integers kept as arithmetic runs and read by index: a column's line numbers, which are only ever looked up
+    a few at a time (a spike's line, the first non-finite value's), so they are never laid out in full."""
+
+    __slots__ = ("_ends", "_starts", "_strides")
+
+    def __init__(self, starts: np.ndarray, strides: np.ndarray, counts: np.ndarray) -> None:
+        self._starts, self._strides = starts.copy(), strides.copy()
+        self._ends = np.cumsum(counts)
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    def __getitem__(self, key: int | np.integer | slice) -> int | np.ndarray:
+        if isinstance(key, slice):
+            return np.asarray(self)[key]
+        i = int(key)
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"index {key} out of range for {n} values")
+        run = int(np.searchsorted(self._ends, i, side="right"))
+        before = int(self._ends[run - 1]) if run else 0
+        return int(self._starts[run]) + int(self._strides[run]) * (i - before)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(np.asarray(self).tolist())
+
+    def __array__(self, dtype: np.dtype | None = None, copy: bool | None = None) -> np.ndarray:
+        counts = np.diff(self._ends, prepend=0)
+        out = np.repeat(self._starts, counts) + np.repeat(self._strides, counts) * (
+            np.arange(len(self)) - np.repeat(self._ends - counts, counts))
+        return out if dtype is None else out.astype(dtype)
+
+
 class Column:
     """Append-only (step, value, line) triples of one metric; the first value printed for a step is kept."""
 
@@ -117,14 +161,14 @@ class Column:
         self.values.append(value)
         self.lines.append(line)
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | RunInts, int]:
         """(steps, values, lines, repeats): sorted by step, one value per step (the first printed); `repeats`
-        values dropped at steps printed again (a resumed run)."""
-        steps, lines = self.steps.array(), self.lines.array()
+        values dropped at steps printed again (a resumed run). Lines may be runs read by index (RunInts)."""
+        steps = self.steps.array()
         values = np.frombuffer(self.values, dtype=np.float64) if self.values else np.zeros(0)
         if self.steps.increasing:
-            return steps, values, lines, 0
+            return steps, values, self.lines.lookup(), 0
         order = np.argsort(steps, kind="stable")
         unique, first = np.unique(steps[order], return_index=True)
         keep = order[first]
-        return unique, values[keep], lines[keep], len(steps) - len(unique)
+        return unique, values[keep], self.lines.array()[keep], len(steps) - len(unique)

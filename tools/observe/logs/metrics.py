@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 from rootcause.tools.observe.logs.bounded import MAX_LINE, Cuts, pieces
-from rootcause.tools.observe.logs.columns import Column, IntSeq
+from rootcause.tools.observe.logs.columns import Column, IntSeq, RunInts
 from rootcause.tools.observe.logs.lines import PREFIXES, LineModel, clean
 from rootcause.tools.observe.logs.metric_formats import (
     IGNORED,
@@ -129,10 +129,11 @@ class Stats:
 
 @dataclass
 class Points:
-    """One metric's values by step (sorted, one value per step: the first printed), with log line numbers."""
+    """One metric's values by step (sorted, one value per step: the first printed), with log line numbers (an array,
+    or runs read by index: `int(lines[i])`, `lines[a:b]` and `np.asarray(lines)` work on both)."""
     steps: np.ndarray
     values: np.ndarray
-    lines: np.ndarray
+    lines: np.ndarray | RunInts
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -362,6 +363,7 @@ class MetricExtractor:
 
     def __init__(self, keep: Iterable[str] = ()) -> None:
         self.wanted = frozenset(canonical(name) for name in keep)
+        self._trigger = trigger(self.wanted)
         self.series = MetricSeries()
         self._stream = _Stream(self.wanted)
         self._chosen: str | None = None
@@ -444,7 +446,7 @@ class MetricExtractor:
                 if tag not in self._ranks_seen and len(self._ranks_seen) < MAX_RANKS:
                     self._ranks_seen[tag] = None
                 return
-            if not trigger(self.wanted).search(raw):
+            if not self._trigger.search(raw):
                 return
         for segment in clean(raw).split("\n"):
             if not segment.strip():
