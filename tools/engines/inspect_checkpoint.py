@@ -5,7 +5,8 @@ The server never imports torch: the tensors are read by `_ckpt_worker.py` runnin
 subprocess of the target interpreter (through the shared runner), one tensor at a time,
 and written as JSON lines under `.rootcause/numerics/<id>/`. With load_into the same worker
 imports the project's callable and describes what it returns as the load sees it. This module
-picks the format, the interpreter, runs the workers and compares the inventories.
+picks the format and the interpreter, runs the workers and renders the result; the inventories are
+compared in tools/numerics/checkpoint_diff.py and a load is audited in tools/numerics/load_audit.py.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +21,21 @@ from pydantic import BaseModel, Field
 from rootcause.tools.core.context import ToolContext
 from rootcause.tools.core.errors import UsageError
 from rootcause.tools.core.results import ToolResult
-from rootcause.tools.numerics.formats import (
-    TOP_LEVEL_KEY,
-    Detected,
-    Format,
-    Grouper,
-    detect,
-    fallback_path,
-    group_order,
+from rootcause.tools.numerics.checkpoint_diff import (
+    DtypeMismatch,
+    NonFinite,
+    Rename,
+    ShapeMismatch,
+    Side,
+    SideSummary,
+    compare,
+    nonfinite_of,
 )
+from rootcause.tools.numerics.formats import TOP_LEVEL_KEY, Detected, Format, detect, fallback_path
+from rootcause.tools.numerics.load_audit import Audit, CheckpointGroup, Target, audit, groups_of
 
 LIST_LIMIT = 100
 WORKER = Path(__file__).parents[1] / "numerics" / "_ckpt_worker.py"
-RENAME_MIN_SIMILARITY = 0.4
 TARGET_SPEC = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", re.ASCII)
 MAX_SPEC = 300
 DCP_SEMANTICS = ("dcp.load reads only the target's keys: a stored key the target lacks is skipped without a word; "
@@ -76,72 +77,6 @@ class InspectCheckpointInput(BaseModel):
                                            "lists names, dtypes and shapes only (fast).")
     timeout_s: float = Field(3600.0, description="Wall-clock limit for reading one checkpoint.")
     session_id: str | None = Field(None, description="Append the findings to this session as evidence.")
-
-
-class NonFinite(BaseModel):
-    name: str
-    dtype: str
-    numel: int
-    nan: int
-    posinf: int
-    neginf: int
-
-
-class ShapeMismatch(BaseModel):
-    name: str
-    shape: list[int]
-    reference_shape: list[int]
-
-
-class DtypeMismatch(BaseModel):
-    name: str
-    dtype: str
-    reference_dtype: str
-
-
-class Rename(BaseModel):
-    from_: str = Field(alias="from", description="The missing key: the reference's (compare_to) or the target's "
-                                                 "(load_into).")
-    to: str = Field(description="The unexpected key: the one path holds.")
-    shape: list[int]
-    dtype: str
-    name_similarity: float
-    same_content: bool | None = Field(None, description="Equal value hashes; null when values were not read.")
-
-    model_config = {"populate_by_name": True}
-
-
-class SideSummary(BaseModel):
-    path: str
-    format: Format
-    tensors: int
-    parameters: int
-    bytes: int
-    dtypes: dict[str, int]
-    nonfinite_tensors: int
-    values_checked: bool
-    interpreter: str
-    inventory_path: str = Field(description="Every tensor (name, dtype, shape, counts, hash) as JSON lines.")
-
-
-class CheckpointGroup(BaseModel):
-    """One part of the checkpoint (model weights, optimizer state, ...): every top-level key of that kind."""
-
-    group: str = Field(description="model | optimizer | scheduler | scaler | extra | other "
-                                   "(tools/numerics/checkpoint_groups.yaml).")
-    keys: list[str] = Field(description="Its top-level keys; '' is a plain state dict's top level.")
-    tensors: int
-    parameters: int
-    bytes: int
-    dtypes: dict[str, int]
-    entries: int = Field(description="Stored values that are not tensors (a step, an lr, param_groups' lists).")
-    not_restored: int | None = Field(None, description="With load_into: its stored keys the target lacks.")
-    not_restored_tensors: int | None = None
-    not_restored_bytes: int | None = None
-    missing: int | None = Field(None, description="With load_into: keys of this group the target expects and the "
-                                                  "checkpoint lacks.")
-    examples: dict[str, list[str]] = Field(default_factory=dict, description="With load_into: up to 5 names each "
-                                                                             "of not_restored and missing.")
 
 
 class LoadTarget(BaseModel):
@@ -294,49 +229,6 @@ def audit_lines(result: InspectCheckpointResult) -> list[str]:
 
 
 # ------------------------------------------------------------------ reading one side
-
-
-class Side(BaseModel):
-    path: str
-    format: Format
-    records: dict[str, dict[str, Any]]
-    """Tensors by name (each with its path in the nested checkpoint)."""
-    entries: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    """Stored values that are not tensors, by name."""
-    notes: list[str]
-    values_checked: bool
-    interpreter: str
-    inventory_path: str
-
-    def summary(self) -> SideSummary:
-        return SideSummary(path=self.path, format=self.format, tensors=len(self.records),
-                           parameters=sum(r["numel"] for r in self.records.values()),
-                           bytes=sum(r.get("nbytes", 0) for r in self.records.values()),
-                           dtypes=dict(Counter(r["dtype"] for r in self.records.values())),
-                           nonfinite_tensors=len(nonfinite_of(self)), values_checked=self.values_checked,
-                           interpreter=self.interpreter, inventory_path=self.inventory_path)
-
-    def grouper(self) -> Grouper:
-        return Grouper.for_top_keys({str(r["path"][0]) for r in [*self.records.values(), *self.entries.values()]
-                                     if r["path"]})
-
-
-class Target(BaseModel):
-    """What load_into returned, as the load sees it: names in the checkpoint's flattening."""
-
-    records: dict[str, dict[str, Any]]
-    entries: dict[str, dict[str, Any]]
-    objects: list[dict[str, Any]]
-    description: str
-    single: bool
-    interpreter: str
-    inventory_path: str
-
-
-def nonfinite_of(side: Side) -> list[NonFinite]:
-    return [NonFinite(name=name, dtype=r["dtype"], numel=r["numel"], nan=r.get("nan", 0),
-                      posinf=r.get("posinf", 0), neginf=r.get("neginf", 0))
-            for name, r in side.records.items() if r.get("nan") or r.get("posinf") or r.get("neginf")]
 
 
 def _interpreter(detected: Detected, inp: InspectCheckpointInput, ctx: ToolContext) -> Path:
@@ -493,286 +385,6 @@ async def read_target(spec: str, checkpoint_format: Format, inp: InspectCheckpoi
                 (entries if item["kind"] == "entry" else records)[item["name"]] = item
     return Target(records=records, entries=entries, objects=objects, description=about["description"],
                   single=about["single"], interpreter=str(python), inventory_path=ctx.workspace.relative(inventory))
-
-
-# ------------------------------------------------------------------ comparing two sides
-
-
-def likely_renames(missing: list[str], unexpected: list[str], ref: dict[str, dict[str, Any]],
-                   side: dict[str, dict[str, Any]], key_of: Any = None) -> list[Rename]:
-    """Pairs (reference key, path key) of equal shape and dtype, best name similarity and equal content first.
-
-    With key_of, a pair stays inside one group key: a model weight never pairs with an optimizer moment.
-    """
-    from rapidfuzz import fuzz
-
-    def kind(r: dict[str, Any]) -> tuple[Any, ...]:
-        return (key_of(r) if key_of else None, r["dtype"], tuple(r["shape"]))
-
-    by_kind: dict[tuple[Any, ...], list[str]] = {}
-    for name in unexpected:
-        by_kind.setdefault(kind(side[name]), []).append(name)
-    missing_per_kind = Counter(kind(ref[m]) for m in missing)
-    candidates: list[tuple[float, Rename]] = []
-    for old in missing:
-        a = ref[old]
-        pool = by_kind.get(kind(a), [])
-        # The only missing and the only unexpected tensor of a shape and dtype pair up whatever their names.
-        only_pair = len(pool) == 1 and missing_per_kind[kind(a)] == 1
-        for new in pool:
-            b = side[new]
-            similarity = fuzz.ratio(old, new) / 100
-            same = a["hash"] == b["hash"] if a.get("hash") and b.get("hash") else None
-            if similarity < RENAME_MIN_SIMILARITY and not same and not only_pair:
-                continue
-            rename = Rename(from_=old, to=new, shape=a["shape"], dtype=a["dtype"],
-                            name_similarity=round(similarity, 3), same_content=same)
-            candidates.append((similarity + (1.0 if same else 0.0), rename))
-    candidates.sort(key=lambda c: (-c[0], c[1].from_, c[1].to))
-    used_from: set[str] = set()
-    used_to: set[str] = set()
-    chosen = []
-    for _, rename in candidates:
-        if rename.from_ in used_from or rename.to in used_to:
-            continue
-        used_from.add(rename.from_)
-        used_to.add(rename.to)
-        chosen.append(rename)
-    return chosen
-
-
-def _mismatches(names: Sequence[str], stored: dict[str, dict[str, Any]], other: dict[str, dict[str, Any]],
-                ) -> tuple[list[ShapeMismatch], list[DtypeMismatch]]:
-    shapes, dtypes = [], []
-    for name in sorted(names):
-        a, b = stored[name], other[name]
-        if a["shape"] != b["shape"]:
-            shapes.append(ShapeMismatch(name=name, shape=a["shape"], reference_shape=b["shape"]))
-        if a["dtype"] != b["dtype"]:
-            dtypes.append(DtypeMismatch(name=name, dtype=a["dtype"], reference_dtype=b["dtype"]))
-    return shapes, dtypes
-
-
-def compare(side: Side, ref: Side) -> dict[str, list[Any]]:
-    missing = sorted(set(ref.records) - set(side.records))
-    unexpected = sorted(set(side.records) - set(ref.records))
-    shapes, dtypes = _mismatches(set(ref.records) & set(side.records), side.records, ref.records)
-    grouper = side.grouper()
-    return {"missing": missing, "unexpected": unexpected, "shape_mismatches": shapes, "dtype_mismatches": dtypes,
-            "likely_renames": likely_renames(missing, unexpected, ref.records, side.records,
-                                             lambda r: grouper.of(r["path"], True)[1])}
-
-
-# ------------------------------------------------------------------ a load into the project's target
-
-
-class Audit(BaseModel):
-    placed_at: str
-    missing: list[str]
-    unexpected: list[str]
-    shape_mismatches: list[ShapeMismatch]
-    dtype_mismatches: list[DtypeMismatch]
-    likely_renames: list[Rename]
-    would_raise: list[str]
-    target_paths: dict[str, list[Any]]
-    """Every placed target name's path (for its group)."""
-    target_tensors: set[str]
-
-
-def _under(path: Sequence[Any], prefix: Sequence[Any]) -> bool:
-    return len(path) >= len(prefix) and list(path[:len(prefix)]) == list(prefix)
-
-
-Placement = dict[tuple[Any, ...], tuple[Any, ...]]
-"""Target path prefix -> the checkpoint's prefix it is compared under."""
-
-
-def _placement(side: Side, target: Target, grouper: Grouper) -> Placement:
-    """Where the target's parts sit in the checkpoint.
-
-    A single model / optimizer / state dict: under the prefix with most keys in common (else the one key of its
-    own group). A dict is compared as returned, except that for a torch.save checkpoint (whose keys the project's
-    own code picks: `opt.load_state_dict(ckpt["optimizer"])`) a key the checkpoint lacks is compared under the
-    checkpoint's one key of the same group ("optim" -> "optimizer"). dcp.load uses the dict's keys as they are.
-    """
-    stored = {**side.records, **side.entries}
-    prefixes: set[tuple[Any, ...]] = set()
-    for r in stored.values():
-        path = tuple(r["path"])
-        prefixes.update(path[:depth] for depth in (1, 2) if len(path) > depth)
-
-    def group_keys(kind: str) -> set[tuple[Any, ...]]:
-        return {p for p in prefixes if len(p) == 1 and grouper.of((*p, "", ""), False)[0] == kind}
-
-    if not target.single:
-        if side.format == "dcp":
-            return {}
-        mapping: Placement = {}
-        top_stored = {str(r["path"][0]) for r in stored.values() if r["path"]}
-        top_wanted = {str(r["path"][0]) for r in [*target.records.values(), *target.entries.values()] if r["path"]}
-        for key in sorted(top_wanted - top_stored):
-            free = group_keys(grouper.of((key, "", ""), False)[0]) - set(mapping.values()) - {(k,) for k in top_wanted}
-            if len(free) == 1:
-                mapping[(key,)] = free.pop()
-        return mapping
-    wanted = [tuple(r["path"]) for r in [*target.records.values(), *target.entries.values()]]
-    names = set(stored)
-
-    def overlap(prefix: tuple[Any, ...]) -> int:
-        return sum(".".join(map(str, prefix + path)) in names for path in wanted)
-
-    best = max(sorted(prefixes, key=str), key=overlap, default=())
-    if overlap(best) > overlap(()):
-        return {(): best}
-    if overlap(()) == 0:
-        # Nothing in common anywhere (every key renamed?): the checkpoint's one key of the target's own kind.
-        keys = group_keys("optimizer" if any(o["type"] == "optimizer" for o in target.objects) else "model")
-        if len(keys) == 1:
-            return {(): keys.pop()}
-    return {}
-
-
-def _placed(path: Sequence[Any], placement: Placement) -> list[Any]:
-    for source, dest in placement.items():
-        if _under(path, source):
-            return [*dest, *path[len(source):]]
-    return list(path)
-
-
-def _describe_placement(placement: Placement) -> str:
-    def shown(p: tuple[Any, ...]) -> str:
-        return ".".join(map(str, p))
-
-    if list(placement) == [()]:
-        return shown(placement[()])
-    return ", ".join(f"{shown(a)} -> {shown(b)}" for a, b in sorted(placement.items(), key=str))
-
-
-def _optimizer_groups(stored: dict[str, dict[str, Any]], prefix: tuple[Any, ...]) -> list[int] | None:
-    """Parameter count per group of a stored optimizer state dict (param_groups.<i>.params), by position."""
-    sizes: dict[int, int] = {}
-    for r in stored.values():
-        path = r["path"]
-        if (len(path) == len(prefix) + 3 and _under(path, prefix) and path[len(prefix)] == "param_groups"
-                and path[-1] == "params" and isinstance(path[-2], int) and "len" in r):
-            sizes[path[-2]] = r["len"]
-    return [sizes[i] for i in sorted(sizes)] if sizes else None
-
-
-def audit(side: Side, target: Target) -> Audit:
-    grouper = side.grouper()
-    placement = _placement(side, target, grouper)
-    dcp = side.format == "dcp"
-
-    def placed(items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        out = {}
-        for r in items.values():
-            path = _placed(r["path"], placement)
-            out[".".join(map(str, path))] = {**r, "path": path}
-        return out
-
-    t_records, t_entries = placed(target.records), placed(target.entries)
-    wanted = {**t_records, **t_entries}
-    stored = {**side.records, **side.entries}
-    would_raise: list[str] = []
-    settled: set[str] = set()  # names decided by an object's own load_state_dict rule, not by key
-    not_restored: set[str] = set()
-    missing: set[str] = set()
-    if not dcp:
-        for obj in target.objects:
-            if obj["type"] == "module":
-                continue
-            at = _placed(obj["path"], placement)
-            mine = {n for n, r in stored.items() if _under(r["path"], at)}
-            theirs = {n for n, r in wanted.items() if _under(r["path"], at)}
-            settled |= mine | theirs
-            shown = ".".join(map(str, at)) or "(top level)"
-            if not mine:
-                missing |= theirs
-                continue
-            if obj["type"] == "optimizer":
-                saved = _optimizer_groups(stored, tuple(at))
-                if saved != obj["group_sizes"]:
-                    held = "no param_groups" if saved is None else f"parameter groups of {saved} parameters"
-                    would_raise.append(f"{shown}: {obj['class']}.load_state_dict raises ValueError: the checkpoint "
-                                       f"holds {held}, the target's groups hold {obj['group_sizes']}")
-                    not_restored |= mine
-    rest_stored = set(stored) - settled
-    rest_wanted = set(wanted) - settled
-    missing |= rest_wanted - rest_stored
-    not_restored |= rest_stored - rest_wanted
-    common = (rest_stored & rest_wanted) & set(side.records) & set(t_records)
-    shapes, dtypes = _mismatches(common, side.records, t_records)
-    missing_list, unexpected_list = sorted(missing), sorted(not_restored)
-    if missing and dcp:
-        would_raise.append(f"dcp.load raises on the {len(missing)} missing keys (\"Missing key in checkpoint "
-                           "state_dict\") unless its planner allows a partial load")
-    if shapes:
-        loader = "dcp.load" if dcp else "load_state_dict (even with strict=False)"
-        would_raise.append(f"{loader} raises on the {len(shapes)} shape mismatches (size mismatch for "
-                           f"{shapes[0].name})")
-    renames = likely_renames([n for n in missing_list if n in t_records],
-                             [n for n in unexpected_list if n in side.records], t_records, side.records,
-                             lambda r: grouper.of(r["path"], True)[1])
-    return Audit(placed_at=_describe_placement(placement), missing=missing_list, unexpected=unexpected_list,
-                 shape_mismatches=shapes, dtype_mismatches=dtypes, likely_renames=renames, would_raise=would_raise,
-                 target_paths={n: r["path"] for n, r in wanted.items()}, target_tensors=set(t_records))
-
-
-# ------------------------------------------------------------------ groups
-
-
-def groups_of(side: Side, found: Audit | None) -> list[CheckpointGroup]:
-    """The per-group table; with an audit, what each group loses and lacks (tensors named first)."""
-    grouper = side.grouper()
-    rows: dict[str, dict[str, Any]] = {}
-    name_groups: dict[str, str] = {}
-    examples: dict[str, dict[str, list[str]]] = {}
-
-    def row(group: str) -> dict[str, Any]:
-        return rows.setdefault(group, {"keys": [], "tensors": 0, "parameters": 0, "bytes": 0, "dtypes": Counter(),
-                                       "entries": 0, "not_restored": 0, "not_restored_tensors": 0,
-                                       "not_restored_bytes": 0, "missing": 0})
-
-    for tensor, items in ((True, side.records), (False, side.entries)):
-        for name, r in items.items():
-            group, key = grouper.of(r["path"], tensor)
-            name_groups[name] = group
-            g = row(group)
-            if key not in g["keys"]:
-                g["keys"].append(key)
-            if tensor:
-                g["tensors"] += 1
-                g["parameters"] += r["numel"]
-                g["bytes"] += r.get("nbytes", 0)
-                g["dtypes"][r["dtype"]] += 1
-            else:
-                g["entries"] += 1
-    if found is not None:
-        for name in sorted(found.unexpected, key=lambda n: (n not in side.records, n)):
-            group = name_groups[name]
-            g = row(group)
-            g["not_restored"] += 1
-            if name in side.records:
-                g["not_restored_tensors"] += 1
-                g["not_restored_bytes"] += side.records[name].get("nbytes", 0)
-            examples.setdefault(group, {}).setdefault("not_restored", []).append(name)
-        for name in sorted(found.missing, key=lambda n: (n not in found.target_tensors, n)):
-            group, _ = grouper.of(found.target_paths[name], name in found.target_tensors)
-            row(group)["missing"] += 1
-            examples.setdefault(group, {}).setdefault("missing", []).append(name)
-    order = group_order()
-    audited = found is not None
-    out = []
-    for group in sorted(rows, key=lambda g: (order.index(g) if g in order else len(order), g)):
-        g = rows[group]
-        extra = {k: g[k] if audited else None for k in ("not_restored", "not_restored_tensors", "not_restored_bytes",
-                                                        "missing")}
-        shown = {k: v[:5] for k, v in examples.get(group, {}).items()}
-        out.append(CheckpointGroup(group=group, keys=sorted(g["keys"])[:20], tensors=g["tensors"],
-                                   parameters=g["parameters"], bytes=g["bytes"], dtypes=dict(g["dtypes"]),
-                                   entries=g["entries"], examples=shown, **extra))
-    return out
 
 
 # ------------------------------------------------------------------ the tool
