@@ -22,6 +22,7 @@ from rootcause.tools.record.evidence import ReproduceEvidence
 from rootcause.tools.record.knowledge_evidence import ConstraintsEvidence
 from rootcause.tools.record.registry import evidence_of
 from rootcause.tools.record.store import SessionState, SessionStore
+from rootcause.tools.run.scripts import script_text, scripts_inside
 from rootcause.tools.vocabulary.words import symptom_hits
 
 MAX_TOP_K = 50
@@ -165,13 +166,8 @@ def _session_facts(state: SessionState, root: Path) -> RunFacts:
 
 def _scripts_text(command: list[str], root: Path) -> str:
     """The head of every Python file inside the root that the command names."""
-    texts = []
-    for word in command[:20]:
-        path = (root / word) if not Path(word).is_absolute() else Path(word)
-        if word.endswith(".py") and path.is_file() and path.resolve().is_relative_to(root.resolve()):
-            with open(path, "rb") as fh:
-                texts.append(fh.read(LOG_HEAD_BYTES).decode("utf-8", "replace"))
-    return "\n".join(texts)
+    texts = (script_text(path, LOG_HEAD_BYTES) for path in scripts_inside(command, root))
+    return "\n".join(t for t in texts if t is not None)
 
 
 def _facts(inp: CheckConstraintsInput, state: SessionState | None, symptom: str, root: Path

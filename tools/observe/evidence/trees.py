@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Literal
@@ -18,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 from rootcause.tools.core import gitrepo
 from rootcause.tools.observe.evidence.declaration import RunDeclaration
+from rootcause.tools.run.scripts import command_words, script_text, shell_words
 
 _CODE_SUFFIXES = (".py", ".sh")
 _SYSTEM = ("/usr/", "/bin/", "/lib", "/etc/", "/dev/", "/proc/", "/sys/", "/opt/")
@@ -32,15 +32,6 @@ class ExperimentTree(BaseModel):
     scripts: list[str] = Field(default_factory=list, description="The code files the command names inside the "
                                                                  "tree, relative to its top: its own entry points.")
     driver: str | None = Field(None, description="A script outside the root that runs the root's code.")
-
-
-def _words(decl: RunDeclaration) -> list[str]:
-    if decl.argv[:2] == ["/bin/sh", "-c"] and len(decl.argv) > 2:
-        try:
-            return shlex.split(decl.argv[2], comments=True)
-        except ValueError:
-            return decl.argv[2].split()
-    return decl.argv
 
 
 def _candidates(words: list[str]) -> list[tuple[str, bool]]:
@@ -75,8 +66,10 @@ def _driver_reach(script: Path, decl: RunDeclaration, root: Path) -> list[tuple[
     try:
         if script.stat().st_size > _MAX_DRIVER_BYTES:
             return []
-        text = script.read_text(encoding="utf-8", errors="replace")
     except OSError:
+        return []
+    text = script_text(script, _MAX_DRIVER_BYTES)
+    if text is None:
         return []
     literals: list[str] = []
     modules: list[str] = []
@@ -93,10 +86,7 @@ def _driver_reach(script: Path, decl: RunDeclaration, root: Path) -> list[tuple[
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 modules.append(node.module.split(".")[0])
     else:
-        try:
-            literals = shlex.split(text, comments=True)
-        except ValueError:
-            literals = text.split()
+        literals = shell_words(text)
     reached: list[tuple[Path, str]] = []
     for value in literals:
         if os.sep not in value and not value.endswith(_CODE_SUFFIXES):
@@ -126,7 +116,7 @@ def experiment_tree(decl: RunDeclaration, root: Path) -> ExperimentTree:
     script outside the root reaches inside it."""
     root = root.resolve()
     top = gitrepo.top_level(root)
-    queue: list[tuple[str, bool]] = [(str(decl.cwd), True), *_candidates(_words(decl))]
+    queue: list[tuple[str, bool]] = [(str(decl.cwd), True), *_candidates(command_words(decl.argv))]
     seen: set[Path] = set()
     other: Path | None = None
     scripts: list[Path] = []
