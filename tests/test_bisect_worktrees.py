@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -100,3 +101,24 @@ async def test_bisect_commits_keeps_no_worktree_with_keep_true(tmp_path: Path) -
                                                      keep=True), ToolContext.for_root(root))
     assert result.status == "found" and result.first_bad_commit.sha == shas[3]
     assert listed(root) == [str(root)] and not any((root / ".rootcause" / "worktrees").iterdir())
+
+
+async def test_a_users_dangling_worktree_survives_a_bisect(tmp_path: Path) -> None:
+    """The user's own worktree whose folder is gone stays registered: rootcause removes only its own entries
+    (no `git worktree prune`), also when one of its own was left dangling."""
+    root = tmp_path / "history"
+    shas = make_history(root, commits=6, bug_at=4, skip_at=None)
+    user = tmp_path / "users-experiment"
+    git(root, "worktree", "add", "-q", "--detach", str(user), shas[1])
+    ws = Workspace(root)
+    ours = worktrees.add_worktree(ws, "bisect-commits", "HEAD")  # left by a killed call
+    shutil.rmtree(user)
+    shutil.rmtree(ours)
+    result = await bisect_commits(BisectCommitsInput(good=shas[0], bad="HEAD", command="python check.py"),
+                                  ToolContext.for_root(root))
+    assert result.status == "found" and result.first_bad_commit.sha == shas[3]
+    assert listed(root) == [str(root), str(user)]
+    assert "prunable" in git(root, "worktree", "list", "--porcelain")  # still the user's to prune
+    admin = Path(git(root, "rev-parse", "--git-common-dir").strip())
+    admin = admin if admin.is_absolute() else root / admin
+    assert [p.name for p in (admin / "worktrees").iterdir()] == ["users-experiment"]

@@ -2,7 +2,7 @@
 
 A tool call leases the worktrees it uses (`leased`): each name is locked (`.rootcause/locks/worktrees/`,
 an flock the kernel drops when the process dies) for as long as the call runs, and every worktree of the
-lease is removed and pruned when the call ends: on success, on failure and on cancellation (the removal
+lease is removed when the call ends: on success, on failure and on cancellation (the removal
 is shielded and waits for a checkout still running in its thread). No worktree outlives the call, so
 `git worktree list` shows only the user's own. A worktree left registered by a process that could not
 clean up (SIGKILL) is swept at the start of the next call: registered under `.rootcause/worktrees/`
@@ -57,9 +57,31 @@ def remove_worktree(workspace: Workspace, name: str) -> None:
         # A killed `worktree add` leaves its entry locked: unlock, then a double --force removes it anyway.
         gitrepo.execute(["git", "worktree", "unlock", str(path)], workspace.root)
         gitrepo.execute(["git", "worktree", "remove", "--force", "--force", str(path)], workspace.root)
-        gitrepo.execute(["git", "worktree", "prune"], workspace.root)
+        # Not `git worktree prune`: it would drop the user's own worktrees whose folders are gone as well.
+        for admin in _admin_dirs(workspace, path):
+            shutil.rmtree(admin, ignore_errors=True)
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _admin_dirs(workspace: Workspace, path: Path) -> list[Path]:
+    """The repository's `worktrees/<name>` entries that register `path` (their gitdir file names `path/.git`)."""
+    code, out, _ = gitrepo.execute(["git", "rev-parse", "--path-format=absolute", "--git-common-dir"],
+                                   workspace.root)
+    admin_root = Path(out.strip()) / "worktrees"
+    if code != 0 or not admin_root.is_dir():
+        return []
+    ours = (path / ".git").resolve()
+    found = []
+    for admin in admin_root.iterdir():
+        try:
+            gitdir = (admin / "gitdir").read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+        # worktree.useRelativePaths (git 2.48) writes it relative to the entry
+        if gitdir and (admin / gitdir).resolve() == ours:
+            found.append(admin)
+    return found
 
 
 def checkout_worktree(workspace: Workspace, name: str, ref: str,
@@ -162,7 +184,7 @@ class WorktreeLease:
                 self._cond.notify_all()
 
     def close(self) -> None:
-        """(In a thread.) Wait for running checkouts, remove and prune every worktree, release the names."""
+        """(In a thread.) Wait for running checkouts, remove every worktree, release the names."""
         with self._cond:
             self._closed = True
             self._cond.wait_for(lambda: self._busy == 0)
