@@ -91,6 +91,9 @@ async def test_collateral_fix_is_caught_and_tree_untouched(repo: Path, no_leftov
     assert result.base_run.tree.startswith("base ") and result.fix_run.tree == "working tree"
     assert tree_state(repo) == before, "the user's HEAD, tree and worktree list are unchanged"
     assert not any((repo / ".rootcause" / "worktrees").iterdir())
+    # the junit reports are read and removed; the logs the result names stay
+    assert not any((repo / ".rootcause" / "collateral").iterdir())
+    assert (repo / result.base_run.run.log_path).is_file() and (repo / result.fix_run.run.log_path).is_file()
     assert any("base tree" in m for m in seen) and any("fix tree" in m for m in seen)
     assert "COLLATERAL" in result.summary() and "test_mul" in result.summary()
 
@@ -147,6 +150,7 @@ async def test_shell_pytest_and_hang_is_inconclusive(repo: Path) -> None:
     hung = await check_collateral(CheckCollateralInput(command=PYTEST, timeout_s=4), ctx(repo))
     assert hung.verdict == "inconclusive" and hung.fix_run.outcome == "hang"
     assert "did not complete" in hung.reason
+    assert not any((repo / ".rootcause" / "collateral").iterdir()), "a hung run's junit folder is removed as well"
 
 
 def test_junit_ids_become_node_ids(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 from itertools import pairwise
 from pathlib import Path
 from typing import Literal
@@ -160,15 +161,19 @@ async def check_collateral(inp: CheckCollateralInput, ctx: ToolContext) -> Check
         record = await execute(side, ctx)
         return await observe_record(side, record, ctx.root, stick), junit
 
-    async with leased(ws) as lease:
-        name = lease.claim(f"collateral-{folder.name}")
-        tree = await asyncio.to_thread(lease.checkout, name, base_sha)
-        base_obs, base_junit = await run(tree.resolve(), "base", 0)
-        base_dirs = [tree.resolve() / cwd.relative_to(top), tree.resolve() / ws.root.relative_to(top)]
-        base_dirs = [p.resolve() for p in base_dirs]
-        base = _side(base_obs, f"base {base_sha[:10]}", mode, base_junit, base_dirs, ws)
-    fix_obs, fix_junit = await run(top, "fix", 1)
-    fix = _side(fix_obs, "working tree", mode, fix_junit, [cwd, ws.root], ws)
+    try:
+        async with leased(ws) as lease:
+            name = lease.claim(f"collateral-{folder.name}")
+            tree = await asyncio.to_thread(lease.checkout, name, base_sha)
+            base_obs, base_junit = await run(tree.resolve(), "base", 0)
+            base_dirs = [tree.resolve() / cwd.relative_to(top), tree.resolve() / ws.root.relative_to(top)]
+            base_dirs = [p.resolve() for p in base_dirs]
+            base = _side(base_obs, f"base {base_sha[:10]}", mode, base_junit, base_dirs, ws)
+        fix_obs, fix_junit = await run(top, "fix", 1)
+        fix = _side(fix_obs, "working tree", mode, fix_junit, [cwd, ws.root], ws)
+    finally:
+        # The junit reports are read into the sides; the result names only the runs' logs (under runs/).
+        shutil.rmtree(folder, ignore_errors=True)
     if pytest and base.source != fix.source:
         # Compare like with like: ids from summary lines when one run has no junit report.
         base = _side(base_obs, base.tree, mode, None, [], ws)
