@@ -15,10 +15,10 @@ import os
 import re
 import tarfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from rootcause.tools.observe.collectives.safe_pickle import RefusedPickle, loads_plain
 
@@ -276,6 +276,10 @@ def _safe_member(name: str) -> bool:
     return not path.is_absolute() and ".." not in path.parts and not re.match(r"^[A-Za-z]:", name)
 
 
+Member = tuple[str, int, bool, Callable[[], IO[bytes] | None]]
+"""An archive member: its name, declared size, whether it is a file, and how to open it."""
+
+
 def _tar_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
     try:
         archive = tarfile.open(path, "r:*")  # noqa: SIM115 (closed by the with below)
@@ -283,25 +287,8 @@ def _tar_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
         raise DumpError(f"{path.name} is not a readable tar archive: {exc}.",
                         "check the archive was copied whole") from None
     with archive:
-        for count, member in enumerate(archive):
-            if count >= MAX_MEMBERS:
-                reader.found.notes.append(f"{path.name}: more than {MAX_MEMBERS} members; the rest left out")
-                break
-            if not member.isfile():
-                continue
-            if not _safe_member(member.name):
-                reader.found.notes.append(f"{member.name}: refused, a path outside the archive")
-                continue
-            if member.size > MAX_DUMP_BYTES:
-                reader.refuse(DumpError(f"{member.name} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
-                                        "give the per-rank dump files"))
-                continue
-            fh = archive.extractfile(member)
-            if fh is not None:
-                try:
-                    yield member.name, _read_bounded(fh, member.name)
-                except DumpError as exc:
-                    reader.refuse(exc)
+        yield from _members(path, reader, ((m.name, m.size, m.isfile(), lambda m=m: archive.extractfile(m))
+                                           for m in archive))
 
 
 def _zip_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
@@ -311,26 +298,35 @@ def _zip_members(path: Path, reader: _Reader) -> Iterator[tuple[str, bytes]]:
         raise DumpError(f"{path.name} is not a readable zip archive: {exc}.",
                         "check the archive was copied whole") from None
     with archive:
-        for count, info in enumerate(archive.infolist()):
-            if count >= MAX_MEMBERS:
-                reader.found.notes.append(f"{path.name}: more than {MAX_MEMBERS} members; the rest left out")
-                break
-            if info.is_dir():
+        yield from _members(path, reader, ((i.filename, i.file_size, not i.is_dir(), lambda i=i: archive.open(i))
+                                           for i in archive.infolist()))
+
+
+def _members(path: Path, reader: _Reader, members: Iterable[Member]) -> Iterator[tuple[str, bytes]]:
+    """The files of an archive (tar or zip), each read capped: a member's declared size is not trusted."""
+    for count, (name, size, is_file, open_member) in enumerate(members):
+        if count >= MAX_MEMBERS:
+            reader.found.notes.append(f"{path.name}: more than {MAX_MEMBERS} members; the rest left out")
+            break
+        if not is_file:
+            continue
+        if not _safe_member(name):
+            reader.found.notes.append(f"{name}: refused, a path outside the archive")
+            continue
+        if size > MAX_DUMP_BYTES:
+            reader.refuse(DumpError(f"{name} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
+                                    "give the per-rank dump files"))
+            continue
+        fh = open_member()
+        if fh is None:
+            continue
+        with fh:
+            try:
+                data = _read_bounded(fh, name)
+            except DumpError as exc:
+                reader.refuse(exc)
                 continue
-            if not _safe_member(info.filename):
-                reader.found.notes.append(f"{info.filename}: refused, a path outside the archive")
-                continue
-            if info.file_size > MAX_DUMP_BYTES:
-                reader.refuse(DumpError(f"{info.filename} in {path.name} is over {MAX_DUMP_BYTES // 2**20} MB.",
-                                        "give the per-rank dump files"))
-                continue
-            with archive.open(info) as fh:  # read capped: a member's declared size is not trusted
-                try:
-                    data = _read_bounded(fh, info.filename)
-                except DumpError as exc:
-                    reader.refuse(exc)
-                    continue
-            yield info.filename, data
+        yield name, data
 
 
 def is_archive(path: Path) -> bool:
