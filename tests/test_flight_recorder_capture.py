@@ -208,3 +208,30 @@ async def test_mp_spawn_ranks_dump_too(tmp_path: Path) -> None:
     dumps = read_dumps((tmp_path / record.log_path).parent / DUMP_FOLDER)
     assert [e[:2] for e in dumps["0"]] == [[1, "all_reduce"], [2, "all_reduce"]]
     assert [e[:2] for e in dumps["1"]] == [[1, "all_reduce"]]
+
+
+def _interpreter(version: str) -> str | None:
+    import shutil
+
+    candidates = [shutil.which(f"python{version}"),
+                  *map(str, sorted(Path.home().glob(f".pyenv/versions/{version}.*/bin/python")))]
+    for python in filter(None, candidates):
+        if subprocess.run([python, "-c", "pass"], capture_output=True).returncode == 0:
+            return python
+    return None
+
+
+@pytest.mark.parametrize("version", ["2.7", "3.6", "3.8", "3.13"])
+async def test_other_interpreters_run_the_users_sitecustomize_and_print_nothing(tmp_path: Path, version: str) -> None:
+    """The hook runs in whatever interpreter the command names: older ones parse it and chain (Python 2 only
+    parses it: it has no find_spec finders, so the hook stands aside there and the user's own file does not run)."""
+    python = _interpreter(version)
+    if not python:
+        pytest.skip(f"no python{version} here (PATH, pyenv)")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "sitecustomize.py").write_text("import os\nos.environ['USER_SITE_RAN'] = 'yes'\n")
+    record = await run_process(RunSpec(argv=[python, "-c", "import os, json; print(os.environ.get('USER_SITE_RAN'))"],
+                                       cwd=tmp_path, env={"PYTHONPATH": str(lib)}), Workspace(tmp_path))
+    assert record.outcome == "pass", record.output
+    assert record.output.strip() == ("None" if version == "2.7" else "yes"), record.output

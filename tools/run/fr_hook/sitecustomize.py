@@ -17,7 +17,7 @@ import sys
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _chain() -> None:
+def _chain():  # no annotations: a Python 2 interpreter must still parse this file
     """Run the next sitecustomize on sys.path (the venv's, the distribution's), as if this one were absent."""
     # The path finder already on sys.meta_path: importing importlib.machinery would cost more than this file.
     finder = next((f for f in sys.meta_path if getattr(f, "__name__", "") == "PathFinder"), None)
@@ -60,6 +60,6 @@ class _DistributedImported:
         return None
 
 
-if os.environ.get("ROOTCAUSE_FR_DIR"):
+if os.environ.get("ROOTCAUSE_FR_DIR") and sys.version_info >= (3, 4):  # find_spec finders: Python 3.4+
     sys.meta_path.insert(0, _DistributedImported)
 _chain()
