@@ -21,7 +21,8 @@ pytestmark = pytest.mark.anyio
 
 # Characters of tools/list as JSON (json.dumps of the result), measured through the stdio client.
 MODEL_READS_BUDGET = 25_000  # what the agent reads: names, descriptions, input schemas, annotations
-TOOLS_LIST_BUDGET = 60_000  # the whole result, complete output schemas included
+TOOLS_LIST_BUDGET = 62_000  # the whole result, complete output schemas included (60,000 until issues 22-23 added
+# collectives, mismatch, group and evidence to the results: output schemas grow, what the agent reads does not)
 
 # (readOnly, destructive, idempotent, openWorld) as a client reads them: a hint the server leaves out means MCP's
 # default (not read-only, destructive, not idempotent, open world). A tool that can start a program (a command,

@@ -104,6 +104,7 @@ class Judged:
     output: str = ""
     yardstick: MetricReading | None = None
     """The metric yardstick's reading of the run (value, step, log line), when one was given."""
+    group: str | None = None
 
     def not_the_package(self, scopes: tuple[Scope, ...]) -> str | None:
         if self.outcome in ("pass", "skip", "not_run") or self.observation is None:
@@ -144,7 +145,7 @@ def judge(observation: Observation, output: str, stick: Yardstick | None,
     judged = Judged("good", "skip" if observation.outcome == "inconclusive" else observation.outcome,
                     observation.outcome_reason, observation.error, observation.signature, observation.exit_code,
                     observation.matches_expected, observation.run_id, observation.log_path, observation, output,
-                    observation.yardstick)
+                    observation.yardstick, observation.group)
     if observation.outcome == "inconclusive":
         judged.verdict, judged.reason = "skip", observation.problem or observation.outcome_reason
         return judged

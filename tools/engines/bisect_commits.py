@@ -78,6 +78,7 @@ class TestedCommit(BaseModel):
     matches_expected: bool | None = None
     error: str | None = None
     signature: str | None = None
+    group: str | None = None
     log_path: str | None = None
     yardstick: MetricReading | None = Field(None, description="The metric / reference reading (value, step, line).")
 
@@ -213,7 +214,8 @@ async def _search(ctx: ToolContext, inp: BisectCommitsInput, prepared: Prepared,
         runs[sha] = run
         if run.observation is not None and run.observation.interpreter_note:
             result.interpreter_note = run.observation.interpreter_note
-        tested.log_path, tested.error, tested.signature = run.log_path, run.error, run.signature
+        tested.log_path, tested.error = run.log_path, run.error
+        tested.signature, tested.group = run.signature, run.group
         tested.outcome_reason, tested.matches_expected = run.reason, run.matches_expected
         tested.yardstick = run.yardstick
         if run.exit_code == SKIP_EXIT:

@@ -92,6 +92,7 @@ class EnvSide(BaseModel):
     project: str | None = Field(None, description="The project as installed in this environment ('name version "
                                                   "(editable)'); null for a project that is not packaged.")
     signature: str | None = None
+    group: str | None = None
     error: str | None = Field(None, description="One line for the failure, when the reproducer failed.")
     exit_code: int | None = None
     run_id: str | None = None
@@ -350,7 +351,7 @@ async def _run(ctx: ToolContext, inp: BisectEnvInput, prepared: Prepared, python
         await progress.step(f"running the reproducer in {name} ({package}=={side.package_version})")
         run = await run_reproducer(ctx, inp, prepared, source=src, python=env.python, label=f"bisect_env {name}")
         side.outcome, side.outcome_reason, side.matches_expected = run.outcome, run.reason, run.matches_expected
-        side.signature, side.error, side.yardstick = run.signature, run.error, run.yardstick
+        side.signature, side.group, side.error, side.yardstick = run.signature, run.group, run.error, run.yardstick
         side.exit_code, side.run_id, side.log_path = run.exit_code, run.run_id, run.log_path
         runs.append(run)
     result.verdict, result.detail, result.reason = verdict_of(runs[0], runs[1])

@@ -63,6 +63,7 @@ class TestedVersion(BaseModel):
     matches_expected: bool | None = None
     error: str | None = None
     signature: str | None = None
+    group: str | None = None
     log_path: str | None = None
     env_path: str | None = None
     cached: bool = False
@@ -182,7 +183,7 @@ async def _search(ctx: ToolContext, inp: BisectVersionsInput, prepared: Prepared
                 run.verdict, run.reason = "skip", f"{run.reason} (hang_is_bad is false)"
             tested = TestedVersion(version=str(v), outcome="skip" if run.verdict == "skip" else run.outcome,
                                    outcome_reason=run.reason, matches_expected=run.matches_expected,
-                                   error=run.error, signature=run.signature, log_path=run.log_path,
+                                   error=run.error, signature=run.signature, group=run.group, log_path=run.log_path,
                                    env_path=ws.relative(built.venv), cached=built.cached, yardstick=run.yardstick)
             verdicts[str(v)] = run.verdict
             runs[str(v)] = run
