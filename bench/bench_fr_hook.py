@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,21 +61,35 @@ def _envs(folder: Path) -> tuple[dict[str, str], dict[str, str]]:
     return base, {**base, **recorder_env(base, folder)}
 
 
-def _wall(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
-    started = time.perf_counter()
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds of the command and every descendant it waited for, stdout)."""
+    cpu, started = _cpu(), time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=True)
-    return time.perf_counter() - started, done.stdout
+    return time.perf_counter() - started, _cpu() - cpu, done.stdout
+
+
+def _wall(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, str]:
+    wall, _cpu_s, out = _timed(argv, env, cwd)
+    return wall, out
 
 
 def _paired(argv: list[str], runs: int, cwd: Path, folder: Path) -> dict[str, float]:
+    """Medians of wall and CPU time (CPU is what a loaded shared machine blurs least)."""
     without, with_hook = _envs(folder)
-    _wall(argv, without, cwd), _wall(argv, with_hook, cwd)  # warm-up: page cache, bytecode
+    _timed(argv, without, cwd), _timed(argv, with_hook, cwd)  # warm-up: page cache, bytecode
     off, on = [], []
     for _ in range(runs):
-        off.append(_wall(argv, without, cwd)[0])
-        on.append(_wall(argv, with_hook, cwd)[0])
-    a, b = statistics.median(off), statistics.median(on)
-    return {"without_s": round(a, 4), "with_s": round(b, 4), "ratio": round(b / a, 3)}
+        off.append(_timed(argv, without, cwd)[:2])
+        on.append(_timed(argv, with_hook, cwd)[:2])
+    a, b = statistics.median(x[0] for x in off), statistics.median(x[0] for x in on)
+    ca, cb = statistics.median(x[1] for x in off), statistics.median(x[1] for x in on)
+    return {"without_s": round(a, 4), "with_s": round(b, 4), "ratio": round(b / a, 3),
+            "cpu_without_s": round(ca, 4), "cpu_with_s": round(cb, 4), "cpu_ratio": round(cb / ca, 3)}
 
 
 def _gloo(cwd: Path, folder: Path) -> dict[str, float]:
@@ -141,10 +156,12 @@ def main() -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     p, t, g, h = figures["plain"], figures["torch"], figures["gloo"], figures["hang"]
-    print(f"plain python, start + small script (median of {PLAIN_RUNS}): without {p['without_s']}s, "
-          f"with the hook {p['with_s']}s, ratio {p['ratio']}x")
-    print(f"torch script, not distributed (median of {TORCH_RUNS}): without {t['without_s']}s, "
-          f"with {t['with_s']}s, ratio {t['ratio']}x")
+    print(f"plain python, start + small script (median of {PLAIN_RUNS}): CPU without {p['cpu_without_s']}s, "
+          f"with the hook {p['cpu_with_s']}s, ratio {p['cpu_ratio']}x; wall {p['without_s']}s vs {p['with_s']}s "
+          f"({p['ratio']}x)")
+    print(f"torch script, not distributed (median of {TORCH_RUNS}): CPU without {t['cpu_without_s']}s, "
+          f"with {t['cpu_with_s']}s, ratio {t['cpu_ratio']}x; wall {t['without_s']}s vs {t['with_s']}s "
+          f"({t['ratio']}x)")
     print(f"gloo 2 ranks, 400 all_reduces (median of {GLOO_RUNS}): loop without {g['loop_without_s']}s, with "
           f"{g['loop_with_s']}s, ratio {g['loop_ratio']}x; wall {g['wall_without_s']}s vs {g['wall_with_s']}s")
     print(f"hang detected -> tree killed, 2-rank gloo (median of {HANG_RUNS}): without {h['without_s']}s, "
