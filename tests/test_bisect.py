@@ -99,6 +99,7 @@ async def test_bisect_env_flips_outcome_and_is_warm_the_second_time(click_repo: 
     assert (result.env_a.package_version, result.env_a.outcome) == ("8.1.8", "pass")
     assert (result.env_b.package_version, result.env_b.outcome) == ("8.2.0", "fail")
     assert "mix_stderr" in (result.env_b.error or "") and "TypeError" in (result.env_b.signature or "")
+    assert result.env_b.group and result.env_b.signature.startswith(result.env_b.group)  # v3: both identities
     assert [(d.package, d.a, d.b, d.kind) for d in result.freeze_diff] == [("click", "8.1.8", "8.2.0", "target")]
     assert result.env_a.check == result.env_b.check == "ok"
     assert result.env_a.path.startswith(".rootcause/envs/") and (click_repo / result.env_b.path / "bin").is_dir()
@@ -235,6 +236,8 @@ async def test_bisect_commits_leaves_the_users_tree_alone(tmp_path: Path) -> Non
     skipped = [t for t in result.tested if t.outcome == "skip"]
     assert [t.sha for t in skipped] == [shas[5]]  # commit 6 exits 125: skipped, never counted bad
     assert len(result.tested) <= 2 + 5
+    bad = [t for t in result.tested if t.outcome == "fail"]
+    assert bad and all(t.group and t.signature.startswith(t.group) for t in bad)  # v3: both identities
     assert result.interpreter_note.startswith("rootcause's own interpreter")  # no .venv in this project: said
     after = (snapshot(root), git(root, "status", "--porcelain"), git(root, "diff", "--cached"),
              git(root, "symbolic-ref", "HEAD"), git(root, "rev-parse", "HEAD"))
