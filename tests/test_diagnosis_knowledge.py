@@ -313,9 +313,9 @@ def test_batch_two_rules_on_minimal_logs(tmp_path: Path) -> None:
     old = diagnose_text("RuntimeError: Expected object of device type cuda but got device type cpu for argument "
                         "#1 'self' in call to _th_mm\n", tmp_path)
     assert old.category == "device_mismatch"
-    # A bracketed metric name: `[Loss] nan`.
+    # A bracketed metric name: `[Loss] nan`; the series stands in for a call site.
     bracket = diagnose_text("E1 | [Loss] 3.20 | [step] 10\nE2 | [Loss] nan | [step] 20\n", tmp_path)
-    assert bracket.category == "nonfinite" and bracket.signature == "v3|nonfinite loss||"
+    assert bracket.category == "nonfinite" and bracket.signature == "v3|nonfinite loss||loss"
 
 
 def test_causes_behind_wrappers_and_quoted_source_lines(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from rootcause.tools.observe.diagnosis.models import Diagnosis, RankInfo, StackS
 from rootcause.tools.observe.diagnosis.placement import Placement, placement
 from rootcause.tools.observe.diagnosis.pytest_output import parse_pytest
 from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
-from rootcause.tools.observe.diagnosis.series import find_spike
+from rootcause.tools.observe.diagnosis.series import find_series_failure
 from rootcause.tools.observe.diagnosis.stacks import stacks_in_log, summarise
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
 from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates, kept_words
@@ -212,10 +212,10 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
             chain += 1
             errors.append(error)
     if not errors:
-        spike = find_spike(lines)
-        if spike is not None:
-            spike.chain = chain
-            errors.append(spike)
+        from_series = find_series_failure(lines)
+        if from_series is not None:
+            from_series.chain = chain
+            errors.append(from_series)
     errors.extend(_embedded_causes(errors))
     _mark_ignored(errors, lines)
     in_test = pytest.detected
@@ -481,7 +481,7 @@ def _wrapper_prefix_mismatch(message: str) -> str | None:
 
 
 def _error_signature(error: FoundError, root: Path) -> sig.Identity:
-    site = frame_names.call_site(error.frames, root)
+    site = frame_names.call_site(error.frames, root) or ([error.site] if error.site else [])
     prefix = _wrapper_prefix_mismatch(error.message)
     if prefix:
         return sig.identity(f"state-dict wrapper-prefix {prefix}", "", site)

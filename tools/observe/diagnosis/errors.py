@@ -31,6 +31,8 @@ class FoundError:
     """Span of log lines (indices) the error was read from, for the excerpt."""
     evidence: str | None = None
     """What it was read from when not its source's default (metrics: a series; keywords: a line's words)."""
+    site: str | None = None
+    """A template's stand-in for the call site when the line has no frames (Template.site)."""
     ignored: bool = False
     """Python reported it as "Exception ignored in: ..." (a destructor at exit): never the failure."""
 

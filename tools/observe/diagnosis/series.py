@@ -22,7 +22,7 @@ from collections.abc import Iterator
 import numpy as np
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.text import Line
-from rootcause.tools.observe.logs.metrics import MetricExtractor, find_spikes
+from rootcause.tools.observe.logs.metrics import MetricExtractor, MetricSeries, find_spikes
 
 MIN_FACTOR = {"grad_norm": 20.0, "loss": 3.0}
 FLOOR = {"grad_norm": 100.0, "loss": 0.0}
@@ -71,15 +71,45 @@ def _rises(values: np.ndarray) -> Iterator[tuple[int, float, int]]:
             yield i, float(values[i - rising]), rising
 
 
-def find_spike(lines: list[Line]) -> FoundError | None:
-    """The first strong spike (or steady rise) of grad_norm, else loss, as a template error of category
-    gradient_explosion."""
+def find_series_failure(lines: list[Line]) -> FoundError | None:
+    """What a log that raised nothing shows in its numbers: the first non-finite training loss or grad norm
+    (nonfinite; a column table's `nan` names no metric on its line, so no template sees it), else the first strong
+    spike or steady rise (gradient_explosion)."""
     extractor = MetricExtractor()
     for line in lines:
         if line.text.strip():
             extractor.feed(line.text, index=line.index, rank=line.rank)
     series = extractor.result()
     by_index = {line.index: line for line in lines}
+    return _nonfinite(series, by_index) or _spike(series, by_index)
+
+
+def _nonfinite(series: MetricSeries, by_index: dict[int, Line]) -> FoundError | None:
+    """The first NaN / Inf of a series in a training loss's or grad norm's role, named as the NonFiniteLoss
+    template names one read from a line (`nonfinite loss`, the series' own name as its site)."""
+    found: tuple[tuple[int, int], str, str, float, int] | None = None
+    for metric, pts in series.points.items():
+        role = next((r for r, pattern in _ROLE.items() if pattern.search(metric)), None)
+        bad = np.flatnonzero(~np.isfinite(pts.values)) if role else ()
+        if not len(bad):
+            continue
+        i = int(bad[0])
+        key = (int(pts.steps[i]), int(pts.lines[i]))
+        if found is None or key < found[0]:
+            found = (key, metric, role, float(pts.values[i]), i)
+    if found is None:
+        return None
+    (step, index), metric, role, value, position = found
+    at = by_index.get(index)
+    return FoundError(type="NonFiniteLoss", message=f"from the {metric} series alone ({position + 1} points): "
+                      f"{metric} {value:g} at step {step}", line=index, rank=at.rank if at else None,
+                      source="template", category="nonfinite", template=f"nonfinite {role}", site=metric,
+                      start=max(0, index - 3), end=index + 1, evidence="metrics")
+
+
+def _spike(series: MetricSeries, by_index: dict[int, Line]) -> FoundError | None:
+    """The first strong spike (or steady rise) of grad_norm, else loss, as a template error of category
+    gradient_explosion."""
     for name in ("grad_norm", "loss"):
         pts = series.points.get(name) or next((series.points[n] for n in series.points if _ROLE[name].search(n)),
                                               None)

@@ -44,6 +44,9 @@ class Template:
     keep_message: bool = False
     """Its group keeps the words it matched (`CUDA out of memory`, `CUDA error: out of memory`): the identity
     alone does not tell two failures of its kind apart."""
+    site: Callable[[re.Match[str]], str] | None = None
+    """For a line with no frames (a training log's metric line): what stands in for the call site, e.g. the
+    series named (`koleo_loss`, `loss`), the same for the same code on any machine."""
 
 
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
@@ -82,7 +85,8 @@ def load_templates(path: Path = DATA) -> tuple[Template, ...]:
             entry["name"], re.compile("|".join(pattern) if isinstance(pattern, list) else pattern, flags),
             None if category in (None, "none") else category, _identity(entry["identity"], entry.get("drop")),
             bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical")),
-            entry.get("canonical") == "whole", bool(entry.get("keep_message"))))
+            entry.get("canonical") == "whole", bool(entry.get("keep_message")),
+            _identity(entry["site"], None) if entry.get("site") else None))
     return tuple(templates)
 
 
@@ -227,5 +231,6 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
             frames = _dump_frames(lines[pos + 1:pos + 200]) if template.name == "FatalPythonError" else []
             yield FoundError(type=template.name, message=message[:2000], line=line.index, rank=rank,
                              frames=frames, source="template", template=identity, category=template.category,
-                             start=max(0, line.index - 2), end=line.index + 3)
+                             start=max(0, line.index - 2), end=line.index + 3,
+                             site=template.site(m) if template.site else None)
             break

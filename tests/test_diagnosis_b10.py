@@ -1,0 +1,92 @@
+"""The rules held-out batch 10 asked for (issue 23), each on a minimal log in another project's words than the batch's:
+a comms library's collective mismatch, a device that does not match, a library's native setup failing at import, the
+C++ runtime's abort after a Python traceback, a non-finite series' name as its site, a column table's NaN."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rootcause.tools.observe.diagnosis import diagnose_text
+from rootcause.tools.observe.diagnosis.models import group_of
+
+TB = ("Traceback (most recent call last):\n"
+      '  File "/home/{who}/proj/train.py", line 40, in <module>\n    main()\n'
+      '  File "/home/{who}/proj/train.py", line 31, in main\n    step(batch)\n'
+      "{error}\n")
+
+
+def test_a_comms_library_reporting_mismatched_collectives_is_a_distributed_error(tmp_path: Path) -> None:
+    # Horovod's PyTorch binding (not the TensorFlow one of the batch), prefixed by mpirun's tags.
+    def log(rank: int, what: str) -> str:
+        error = f"RuntimeError: Mismatched allgather {what}"
+        return "".join(f"[1,{rank}]<stderr>:{line}\n" for line in TB.format(who="kim", error=error).splitlines())
+
+    sizes = diagnose_text(log(3, "tensor sizes: One rank sent a tensor with first dimension 32, but another rank "
+                                 "sent a tensor with first dimension 16."), tmp_path)
+    again = diagnose_text(log(1, "tensor sizes: One rank sent a tensor with first dimension 8, but another rank "
+                                 "sent a tensor with first dimension 4."), tmp_path)
+    types = diagnose_text(log(3, "data types: One rank sent int64, but another rank sent float32."), tmp_path)
+    assert sizes.category == again.category == types.category == "distributed_error"
+    assert sizes.group == again.group and sizes.group != types.group
+    # Words for what the ranks disagree on do not make it a shape / dtype bug of one rank.
+    bcast = diagnose_text("oneccl: RuntimeError: mismatched broadcast root: rank 2 used root 0, rank 5 used root 1\n",
+                          tmp_path)
+    assert bcast.category == "distributed_error"
+
+
+def test_a_device_that_does_not_match_is_device_mismatch(tmp_path: Path) -> None:
+    error = ("ValueError: Embedding table device does not match the input's device: table on cuda:1, "
+             "indices on cuda:0")
+    assert diagnose_text(TB.format(who="lee", error=error), tmp_path).category == "device_mismatch"
+    assert diagnose_text("AssertionError: devices don't match: cpu vs cuda:0\n", tmp_path).category == \
+        "device_mismatch"
+
+
+def test_a_librarys_native_setup_failing_at_import_is_an_import_error(tmp_path: Path) -> None:
+    log = ("Traceback (most recent call last):\n"
+           '  File "/srv/ft/run.py", line 3, in <module>\n    import fastkern\n'
+           '  File "/opt/env/lib/python3.11/site-packages/fastkern/__init__.py", line 9, in <module>\n'
+           "    raise RuntimeError(\n"
+           "RuntimeError: Native setup failed: no fastkern binary matches CUDA 12.4 on this machine. "
+           "Build it from source.\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "import_error" and d.exception_type == "RuntimeError"
+
+
+def test_the_runtimes_abort_after_a_traceback_is_not_part_of_its_message(tmp_path: Path) -> None:
+    # A Python error, then the C++ runtime aborting at exit: the abort's words (NCCL here) are not the error's.
+    error = ("KeyError: 'attention_mask'\n"
+             "terminate called after throwing an instance of 'std::runtime_error'\n"
+             "  what():  NCCL error in: ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.18.1")
+    d = diagnose_text(TB.format(who="ray", error=error), tmp_path)
+    assert d.category == "python_exception" and d.exception_type == "KeyError"
+    assert "terminate" not in d.message and "NCCL" not in d.group
+
+
+def test_a_nonfinite_series_name_is_its_site(tmp_path: Path) -> None:
+    def log(name: str, host: str) -> str:
+        return "".join(f"[{host}] it {i:4d} | lr 1.0e-04 | {name}: {v} | data 0.01\n"
+                       for i, v in ((100, "0.812"), (110, "0.806"), (120, "nan"), (130, "nan")))
+
+    recon = diagnose_text(log("recon_loss", "gpu-a"), tmp_path)
+    recon_again = diagnose_text(log("recon_loss", "node17"), tmp_path)
+    plain = diagnose_text(log("loss", "gpu-a"), tmp_path)
+    assert recon.category == plain.category == "nonfinite"
+    # One failure kind (the group), two series in two projects' code (the signature); one project's twice agrees.
+    assert recon.group == plain.group == group_of(recon.signature)
+    assert recon.signature != plain.signature and recon.signature == recon_again.signature
+    assert recon.signature.endswith("|recon_loss")
+
+
+def test_a_nan_in_a_column_table_is_read_from_the_series(tmp_path: Path) -> None:
+    # A progress table whose header names the columns: no line says "loss: nan", the series does.
+    rows = [("1/20", "0.913", "0.402"), ("2/20", "0.871", "0.388"), ("3/20", "nan", "nan"), ("4/20", "nan", "nan")]
+    log = "Starting training for 20 epochs...\n\n" + "".join(
+        f"      Epoch   seg_loss   aux_loss  Instances\n       {e}   {a:>8}   {b:>8}         12: 100%|#####| 40/40\n"
+        for e, a, b in rows)
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "nonfinite" and d.evidence == ["metrics"]
+    assert "seg_loss" in d.message and d.signature.endswith("|seg_loss")
+    # Finite throughout: nothing to report from the numbers.
+    finite = diagnose_text(log.replace("nan", "0.5"), tmp_path)
+    assert finite.category != "nonfinite"
