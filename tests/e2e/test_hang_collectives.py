@@ -12,12 +12,10 @@ import anyio
 import psutil
 import pytest
 
-from tests.conftest import REPO_ROOT, git, stdio_client, structured
+from tests.conftest import git, stdio_client, structured
 from tests.test_flight_recorder_capture import HANGS, assert_dumps_as_constructed, expected, needs_torch
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
-# Until the diagnosis engine attaches the dump analysis (issue 22, part 2), only the capture is asserted.
-ANALYSIS = "observe.collectives" in (REPO_ROOT / "tools" / "observe" / "diagnosis" / "engine.py").read_text()
 LOCAL = ["skip_collective.py", "mismatched_sizes.py", "rank_conditional_barrier.py", "stalled_loader.py",
          "rank_dies.py", "uneven_batches.py"]
 
@@ -70,6 +68,5 @@ async def test_injected_hang_names_the_collective_and_the_culprits(repo: Path, s
     record = json.loads((folder / "record.json").read_text())
     assert record["collective_dumps"] == want["nproc"]
     assert_dumps_as_constructed(folder / "flight_recorder", want)
-    if ANALYSIS:
-        assert_mismatch(data["diagnosis"], want)
+    assert_mismatch(data["diagnosis"], want)
     assert not await none_left(run["run_id"]) and not await none_left(script)
