@@ -1,6 +1,7 @@
 """The rules held-out batch 10 asked for (issue 23), each on a minimal log in another project's words than the batch's:
 a comms library's collective mismatch, a device that does not match, a library's native setup failing at import, the
-C++ runtime's abort after a Python traceback, a non-finite series' name as its site, a column table's NaN."""
+C++ runtime's abort after a Python traceback, a non-finite series' name as its site, a column table's NaN; and two for
+older sets' same-bug misses: a weights_only refusal relayed in a wrapper's words, a LoRA parameter's model path."""
 
 from __future__ import annotations
 
@@ -90,3 +91,44 @@ def test_a_nan_in_a_column_table_is_read_from_the_series(tmp_path: Path) -> None
     # Finite throughout: nothing to report from the numbers.
     finite = diagnose_text(log.replace("nan", "0.5"), tmp_path)
     assert finite.category != "nonfinite"
+
+
+def test_a_weights_only_refusal_is_one_failure_whoever_relays_it(tmp_path: Path) -> None:
+    refusal = ("Weights only load failed. This file can still be loaded, to do so you have two options.\n"
+               "\tWeightsUnpickler error: Unsupported global: GLOBAL argparse.Namespace was not an allowed global")
+    raised = diagnose_text(TB.format(who="ann", error=f"_pickle.UnpicklingError: {refusal}"), tmp_path)
+    relayed = diagnose_text(f"2025-03-02 10:11:12 ERROR [model_manager] checkpoint refused: {refusal}\n", tmp_path)
+    assert raised.category == relayed.category == "checkpoint_mismatch"
+    assert raised.group == relayed.group
+
+
+def test_a_lora_parameters_model_path_is_not_the_bug(tmp_path: Path) -> None:
+    def log(param: str) -> str:
+        error = (f"RuntimeError: Error(s) in loading state_dict for PeftModel:\n\tsize mismatch for {param}: copying a "
+                 "param with shape torch.Size([0]) from checkpoint, the shape in current model is torch.Size([8, 2048]).")
+        return TB.format(who="bo", error=error)
+
+    mistral = diagnose_text(log("base_model.model.model.layers.7.self_attn.v_proj.lora_B.default.weight"), tmp_path)
+    falcon = diagnose_text(log("base_model.model.transformer.h.2.self_attention.dense.lora_B.default.weight"),
+                           tmp_path)
+    embed = diagnose_text(log("base_model.model.model.embed_tokens.weight"), tmp_path)
+    assert mistral.category == falcon.category == embed.category == "checkpoint_mismatch"
+    assert mistral.group == falcon.group and "lora_B" in mistral.group
+    # A model's own parameter keeps its name: a vocabulary resize is another bug.
+    assert embed.group != mistral.group and "embed_tokens" in embed.group
+
+
+def test_a_reports_stack_trace_after_its_error_fields_is_its_call_site(tmp_path: Path) -> None:
+    # An error page's fields first, its frames after (blank lines between them): the frames are the error's.
+    def report(module: str, func: str) -> str:
+        return ("Error summary\n"
+                "Exception Type: RuntimeError\n"
+                "Exception Value: shape '[4, -1, 64]' is invalid for input of size 1000\n\n"
+                "Stack trace:\n"
+                '  File "/app/server/handlers.py", line 88, in predict\n    out = pipe(x)\n\n'
+                f'  File "/app/server/{module}.py", line 21, in {func}\n    return h.view(4, -1, 64)\n')
+
+    a, b = diagnose_text(report("encoder", "forward"), tmp_path), diagnose_text(report("decoder", "step"), tmp_path)
+    assert a.category == b.category == "shape_mismatch"
+    assert a.group == b.group and a.signature != b.signature
+    assert a.signature.endswith("handlers:predict>encoder:forward")

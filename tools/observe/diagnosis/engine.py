@@ -30,7 +30,7 @@ from rootcause.tools.observe.diagnosis.stacks import stacks_in_log, summarise
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
 from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates, kept_words
 from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
-from rootcause.tools.observe.diagnosis.tracebacks import message_lines, parse_tracebacks, unmarked
+from rootcause.tools.observe.diagnosis.tracebacks import frames_after, message_lines, parse_tracebacks, unmarked
 from rootcause.tools.observe.diagnosis.watchdog import Collectives, rank_infos, read_collectives
 from rootcause.tools.observe.keywords import extract_keywords
 from rootcause.tools.observe.logs.traceback_lines import FRAME, exception_line, is_exception_type, is_warning
@@ -173,7 +173,8 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
             if form:
                 kind, message, last = form
                 errors.append(FoundError(type=kind, message=message, line=ln.index, rank=ln.rank, chain=chain,
-                                         source="bare", start=ln.index, end=last))
+                                         source="bare", start=ln.index, end=last,
+                                         frames=frames_after(lines, last + 1)))
                 consumed.update(range(ln.index, last + 1))
                 chain += 1
                 continue

@@ -42,6 +42,10 @@ _SUBSTITUTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
          r"\bFloat16Module\b|\bPeftModel(?:For\w+)?\b", "<wrapper>"),
         (r"\b[A-Z]\w*For(?:CausalLM|ConditionalGeneration|SequenceClassification|TokenClassification|QuestionAnswering"
          r"|MaskedLM|Seq2SeqLM|ImageClassification|PreTraining|MultipleChoice)\b", "<model>"),
+        # A LoRA adapter's parameter (`layers.3.mlp.gate_proj.lora_A.default.weight`): which module of which model
+        # holds it is the reporter's model, the adapter's own parameter is the failure.
+        (r"(?<![\w.<])[A-Za-z_][\w.]*\.(lora_(?:A|B|embedding_A|embedding_B|magnitude_vector))\.[A-Za-z_]\w*",
+         r"<module>.\1.<adapter>"),
         (r"torch\.Size\(\[[^\]]*\]\)", "<shape>"),
         (r"\[\s*-?\d+(?:\s*,\s*-?\d+)*\s*,?\s*\]", "<shape>"),
         (r"\(\s*-?\d+(?:\s*,\s*-?\d+)+\s*,?\s*\)", "<shape>"),

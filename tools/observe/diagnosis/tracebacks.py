@@ -94,6 +94,15 @@ def _frames(lines: list[Line], j: int) -> tuple[list[Frame], int]:
     return frames, j
 
 
+def frames_after(lines: list[Line], j: int, within: int = 6) -> list[Frame]:
+    """The frames a report prints after its error (ComfyUI's Error Report: `## Stack Trace` and a fence, then the
+    frames): the first frame line within a few lines of j, up to the end of that run of frames."""
+    for k in range(j, min(len(lines), j + within)):
+        if FRAME.match(lines[k].text):
+            return _frames(lines, k)[0]
+    return []
+
+
 def message_lines(lines: list[Line], j: int, first: str, limit: int = 40) -> tuple[str, int, bool]:
     """The exception message (first line plus continuation lines), its end, and whether a traceback
     embedded in the message follows (DataLoader's "Original Traceback", DCP's per-rank tracebacks,
