@@ -132,3 +132,18 @@ def test_a_reports_stack_trace_after_its_error_fields_is_its_call_site(tmp_path:
     assert a.category == b.category == "shape_mismatch"
     assert a.group == b.group and a.signature != b.signature
     assert a.signature.endswith("handlers:predict>encoder:forward")
+
+
+def test_a_runner_relaying_its_childs_exit_code_is_a_wrapper(tmp_path: Path) -> None:
+    log = ("Traceback (most recent call last):\n"
+           '  File "/opt/env/lib/python3.10/site-packages/jobkit/runner.py", line 77, in run\n    raise RuntimeError(\n'
+           "RuntimeError: 'torchrun --nproc_per_node 2 finetune.py' failed with returncode 1\n\n"
+           "The combined stderr from workers follows:\n"
+           "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
+           "capacity of 23.64 GiB of which 1.02 GiB is free.\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "cuda_oom" and "returncode" not in d.message
+    shell = diagnose_text(log.replace("RuntimeError: 'torchrun --nproc_per_node 2 finetune.py' failed with returncode 1",
+                                      "RuntimeError: Command 'torchrun finetune.py' returned non-zero exit status 1."),
+                          tmp_path)
+    assert shell.category == "cuda_oom"

@@ -42,9 +42,12 @@ _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedE
                        r"CheckpointException|ExceptionGroup|BrokenProcessPool|WorkerError|IncompleteTraceback|"
                        r"RayActorError|RayTaskError|ActorDiedError|SrunTaskExit)$")
 # A wrapper that says the cause was logged before it (vLLM's engine core, launchers).
+# A runner relaying that its child exited (`'accelerate-launch ...' failed with returncode 1`), as CalledProcessError.
 _WRAPPER_MESSAGES = re.compile(r"\b(?:see|check)\b[^.\n]{0,50}\b(?:above|root cause)\b|"
-                               r"look up to see its traceback\)?:?\s*$|\bsee (?:the )?inner exception\b",
-                               re.IGNORECASE)
+                               r"look up to see its traceback\)?:?\s*$|\bsee (?:the )?inner exception\b|"
+                               r"\bfailed with (?:return ?code|exit (?:code|status))\s*:?\s*-?\d+\s*$|"
+                               r"\breturned non-zero exit status -?\d+\.?\s*$",
+                               re.IGNORECASE | re.MULTILINE)
 _CONSEQUENCE_TEMPLATES = frozenset({"slurm-cancelled", "fatal-python-error Aborted"})
 # A cause written into a wrapper's message: "... because of the following error (look up to see its
 # traceback):\nNo module named 'x'", "... exception: KeyError: 'w'", "Caused by: ValueError: ...".
