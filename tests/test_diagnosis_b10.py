@@ -104,8 +104,9 @@ def test_a_weights_only_refusal_is_one_failure_whoever_relays_it(tmp_path: Path)
 
 def test_a_lora_parameters_model_path_is_not_the_bug(tmp_path: Path) -> None:
     def log(param: str) -> str:
-        error = (f"RuntimeError: Error(s) in loading state_dict for PeftModel:\n\tsize mismatch for {param}: copying a "
-                 "param with shape torch.Size([0]) from checkpoint, the shape in current model is torch.Size([8, 2048]).")
+        error = (f"RuntimeError: Error(s) in loading state_dict for PeftModel:\n\tsize mismatch for {param}: copying "
+                 "a param with shape torch.Size([0]) from checkpoint, the shape in current model is "
+                 "torch.Size([8, 2048]).")
         return TB.format(who="bo", error=error)
 
     mistral = diagnose_text(log("base_model.model.model.layers.7.self_attn.v_proj.lora_B.default.weight"), tmp_path)
@@ -143,7 +144,23 @@ def test_a_runner_relaying_its_childs_exit_code_is_a_wrapper(tmp_path: Path) -> 
            "capacity of 23.64 GiB of which 1.02 GiB is free.\n")
     d = diagnose_text(log, tmp_path)
     assert d.category == "cuda_oom" and "returncode" not in d.message
-    shell = diagnose_text(log.replace("RuntimeError: 'torchrun --nproc_per_node 2 finetune.py' failed with returncode 1",
-                                      "RuntimeError: Command 'torchrun finetune.py' returned non-zero exit status 1."),
-                          tmp_path)
+    relayed = "RuntimeError: 'torchrun --nproc_per_node 2 finetune.py' failed with returncode 1"
+    shell = diagnose_text(log.replace(relayed, "RuntimeError: Command 'torchrun finetune.py' returned non-zero exit "
+                                               "status 1."), tmp_path)
     assert shell.category == "cuda_oom"
+
+
+def test_a_trainers_dict_record_names_its_site_by_the_keys_it_logs(tmp_path: Path) -> None:
+    def log(extra: str, host: str) -> str:
+        steps = (("0.693", "1.25", "0.1"), ("0.0", "nan", "0.2"), ("0.0", "nan", "0.3"))
+        return "".join(f"[{host}] {{'loss': {loss}, 'grad_norm': {norm}, 'learning_rate': 2e-05{extra}, "
+                       f"'epoch': {e}}}\n" for loss, norm, e in steps)
+
+    dpo = log(", 'rewards/chosen': 0.12, 'rewards/rejected': -0.3, 'logps/chosen': -212.5", "a100-1")
+    dpo_again = log(", 'rewards/chosen': 0.5, 'rewards/rejected': -0.1, 'logps/chosen': -198.0", "h100-7")
+    sft = log("", "a100-1")
+    a, b, c = (diagnose_text(text, tmp_path) for text in (dpo, dpo_again, sft))
+    assert a.category == b.category == c.category == "nonfinite"
+    # One failure kind; a DPO trainer's record and an SFT one's are two places, one trainer's twice is one.
+    assert a.group == b.group == c.group
+    assert a.signature == b.signature != c.signature and "rewards/chosen" in a.signature

@@ -20,6 +20,7 @@ from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.models import Frame
 from rootcause.tools.observe.diagnosis.text import Line
 from rootcause.tools.observe.diagnosis.tracebacks import message_lines, unmarked
+from rootcause.tools.observe.logs.metric_formats import parse_json, parse_pydict
 from rootcause.tools.observe.logs.traceback_lines import exception_line
 
 
@@ -186,6 +187,20 @@ def _dump_frames(following: list[Line]) -> list[Frame]:
     return current or (found[0][1] if found else [])
 
 
+MAX_SITE_KEYS = 12
+
+
+def _record_site(name: str, text: str) -> str:
+    """A series' name, and for a logger's dict record (HF Trainer's `{'loss': 0.0, 'grad_norm': nan, ...}`) the keys
+    it logs besides: which trainer and configuration wrote it (GRPO's rewards, SFT's epoch), the same on any machine."""
+    found = parse_json(text) or parse_pydict(text)
+    if not found or len(found) < 2:
+        return name
+    keys = sorted(k.replace("|", "/").replace(">", "") for k in found)
+    more = f",+{len(keys) - MAX_SITE_KEYS}" if len(keys) > MAX_SITE_KEYS else ""
+    return f"{name} in {{{','.join(keys[:MAX_SITE_KEYS])}{more}}}"
+
+
 def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError]:
     """Template errors on lines no traceback already accounted for; one per (template, rank, identity)."""
     seen: set[tuple[str, int | None, str]] = set()
@@ -232,5 +247,5 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
             yield FoundError(type=template.name, message=message[:2000], line=line.index, rank=rank,
                              frames=frames, source="template", template=identity, category=template.category,
                              start=max(0, line.index - 2), end=line.index + 3,
-                             site=template.site(m) if template.site else None)
+                             site=_record_site(template.site(m), line.text) if template.site else None)
             break
