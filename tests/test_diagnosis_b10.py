@@ -41,6 +41,9 @@ def test_a_device_that_does_not_match_is_device_mismatch(tmp_path: Path) -> None
     assert diagnose_text(TB.format(who="lee", error=error), tmp_path).category == "device_mismatch"
     assert diagnose_text("AssertionError: devices don't match: cpu vs cuda:0\n", tmp_path).category == \
         "device_mismatch"
+    # A count of devices that does not match is a configuration error, not tensors on two devices.
+    count = diagnose_text("ValueError: The number of devices does not match the mesh shape (8 vs 4)\n", tmp_path)
+    assert count.category != "device_mismatch"
 
 
 def test_a_librarys_native_setup_failing_at_import_is_an_import_error(tmp_path: Path) -> None:
