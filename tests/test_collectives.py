@@ -63,6 +63,15 @@ def test_a_rank_that_never_entered_the_collective_is_missing() -> None:
                                        "(rank 0 all_reduce(4)); its last, #3 all_reduce(4), completed")
 
 
+def test_a_rank_stuck_before_its_first_collective_is_missing() -> None:
+    """Its dump holds no entry; gloo's pg_config names the default group unnamed ('') with both ranks."""
+    report = _report(DUMPS / "first")
+    m = report.mismatch
+    assert (m.seq, m.kind, m.missing_ranks, m.culprit_ranks) == (1, "missing", [1], [1])
+    assert report.category == "hang" and report.waiting == [0]
+    assert lines(report)[0].startswith("rank 1 never entered collective #1 of the default group")
+
+
 def test_a_deadlock_across_process_groups_names_the_rank_that_skipped() -> None:
     """tp [0,1] [2,3], dp [0,2] [1,3], default: rank 3 skips its tp all_reduce at step 4. Every group has ranks
     missing (each waits for another group); the rank breaking its own pattern of calls across groups is 3."""

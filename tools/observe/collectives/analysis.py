@@ -144,8 +144,10 @@ def _groups(dumps: dict[int, RankDump]) -> dict[str, Group]:
             per_rank.setdefault(entry.group, {}).setdefault(rank, []).append(entry)
             members.setdefault(entry.group, set()).add(rank)
             descs.setdefault(entry.group, entry.desc)
-    for dump in dumps.values():  # NCCL's pg_config lists every member; gloo's lists none
+    default = next((g for g in members if descs.get(g) == "default_pg"), "0" if "0" in members else None)
+    for dump in dumps.values():  # pg_config lists every member (NCCL's by name; gloo's default group unnamed)
         for name, config in dump.groups.items():
+            name = name or (default if not config.name else name)
             if name in members and config.ranks:
                 members[name].update(config.ranks)
             if name in descs and config.desc and not descs[name]:

@@ -123,7 +123,8 @@ def lines(report: Report, root: Path | None = None, stack_sites: dict[int, str] 
         if not report.dumps:
             return ["no flight-recorder dump was read"]
         if report.waiting:
-            return [f"flight recorder: {_ranks(report.waiting)} wait in a collective every rank entered "
+            verb = "waits" if len(report.waiting) == 1 else "wait"
+            return [f"flight recorder: {_ranks(report.waiting)} {verb} in a collective every rank entered "
                     "with the same op and sizes (no rank behind in the dumps)"]
         return [f"flight recorder: {len(report.dumps)} ranks agree on every collective recorded"]
     shown, named = _cover(report)
