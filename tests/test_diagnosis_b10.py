@@ -65,6 +65,10 @@ def test_the_runtimes_abort_after_a_traceback_is_not_part_of_its_message(tmp_pat
     d = diagnose_text(TB.format(who="ray", error=error), tmp_path)
     assert d.category == "python_exception" and d.exception_type == "KeyError"
     assert "terminate" not in d.message and "NCCL" not in d.group
+    # The shell's and glibc's reports of the same exit are not the error's words either.
+    for tail in ("Segmentation fault (core dumped)", "free(): invalid pointer"):
+        exited = diagnose_text(TB.format(who="ray", error=f"KeyError: 'attention_mask'\n{tail}"), tmp_path)
+        assert exited.exception_type == "KeyError" and tail not in exited.message
 
 
 def test_a_nonfinite_series_name_is_its_site(tmp_path: Path) -> None:

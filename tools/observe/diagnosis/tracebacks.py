@@ -38,13 +38,16 @@ _BANNER = re.compile(r"!{2,}\s*(?:\w+ )*?(?P<kind>Exception|[A-Z]?\w*Error)\b[^!
 _WRAPPED_NAME = re.compile(r"^[\w<>.]{1,40}\s*$")  # the rest of a cut name, at column 0 (code lines are indented)
 _CARET = re.compile(r"^\s*[\^~\s]+$")
 _REPEATED = re.compile(r"^\s*(\[Previous line repeated \d+ more times?\]|\.\.\.(\s*<\d+ lines>)?|\.\.\.)\s*$")
-# A line that starts a new log record, or the C++ runtime's own report of an abort that follows the exception
-# (`terminate called after throwing ...` at exit): message continuation stops there.
+# A line that starts a new log record, or the runtime's own report of an abort that follows the exception
+# (`terminate called after throwing ...`, glibc's `double free`, the shell's `Segmentation fault (core dumped)` at
+# exit): message continuation stops there.
 _MARKUP = "*_`>"
 _RULE = re.compile(r"^\s*([-=_])\1{9,}\s*$")
 _LOG_RECORD = re.compile(r"^\s*(\[?\d{4}-\d\d-\d\d[ T_]|\[?[IWEF]\d{4} \d\d:|\[(INFO|WARNING|ERROR|DEBUG)\b|"
                          r"(INFO|WARNING|ERROR|DEBUG|CRITICAL)[: ]|[WE]\d{4} |_{5,}|Exit code:|FAILED |PASSED |"
-                         r"terminate called (?:after throwing|without an active|recursively)|Fatal Python error: )")
+                         r"terminate called (?:after throwing|without an active|recursively)|Fatal Python error: |"
+                         r"(?:Segmentation fault|Aborted|Bus error|Illegal instruction)(?: \(core dumped\))?\s*$|"
+                         r"\*\*\* Error in |double free or corruption|free\(\): invalid)")
 
 
 def unmarked(text: str) -> str:
