@@ -62,6 +62,7 @@ def test_ranked_dumps_name_the_rank_that_never_reached_the_collective(tmp_path: 
     assert d.category == "hang"
     assert {k: v.outcome for k, v in d.ranks.items()} == {"0": "hang", "1": "hang", "2": "culprit", "3": "hang"}
     assert "in no collective while the others wait in all_reduce" in d.ranks["2"].first_error
+    assert d.ranks["2"].first_error.startswith("stands at ")  # its own place, not the others' collective's
 
 
 def _faulthandler(root: str, function: str, line: int) -> str:

@@ -425,8 +425,8 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
                 ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}{at}")
             else:
                 # The others wait in a collective this rank never reached: it holds them up.
-                ranks[stack.rank] = RankInfo(outcome="culprit", first_error=f"in no collective while the others "
-                                             f"wait in {', '.join(waiting)}{at} (innermost: {where})")
+                ranks[stack.rank] = RankInfo(outcome="culprit", first_error=f"stands{at}, in no collective while "
+                                             f"the others wait in {', '.join(waiting)} (innermost: {where})")
     for rank, said in rank_infos(collectives).items() if collectives else ():
         info = ranks.get(rank)
         # A rank the watchdogs name as the culprit is one, unless it raised an error of its own (an OOM).
