@@ -171,3 +171,17 @@ def test_a_trainers_dict_record_names_its_site_by_the_keys_it_logs(tmp_path: Pat
     # One failure kind; a DPO trainer's record and an SFT one's are two places, one trainer's twice is one.
     assert a.group == b.group == c.group
     assert a.signature == b.signature != c.signature and "rewards/chosen" in a.signature
+
+
+def test_a_cause_chain_without_a_traceback_is_told_by_its_innermost_cause(tmp_path: Path) -> None:
+    """uv's / anyhow's `cause:` and `Caused by:` lines: the last is the failure, whatever its words; two chains that
+    share their outer causes (`client error (Connect)`) are two groups."""
+    head = ("error: Failed to fetch: https://10.0.0.5:8443/simple/torch/\n"
+            "  cause: error sending request for url (https://10.0.0.5:8443/simple/torch/)\n"
+            "  cause: client error (Connect)\n")
+    tls = diagnose_text(head + "  cause: received corrupt message of type InvalidContentType\n", tmp_path, exit_code=2)
+    refused = diagnose_text(head.replace("cause:", "Caused by:") + "  Caused by: tcp connect error: Connection refused "
+                            "(os error 111)\n", tmp_path, exit_code=2)
+    assert tls.message.endswith("received corrupt message of type InvalidContentType")
+    assert refused.message.endswith("Connection refused (os error 111)")
+    assert tls.group != refused.group

@@ -537,13 +537,19 @@ _ERRORISH = re.compile(r"\b(error|errors|failed|failure|fatal|exception|abort(ed
                        re.IGNORECASE)
 
 
+# A cause chain (uv's and Rust's anyhow `cause:`, Java's and many CLIs' `Caused by:`): each line is one error, the
+# innermost (last) the most specific, whatever its words.
+_CAUSE_LINE = re.compile(r"(?:cause|caused by)\s*:\s*\S", re.IGNORECASE)
+
+
 def _last_error_lines(lines: list[Line], count: int = 8) -> list[str]:
     """Without an exception message: the last lines that look like errors (a logger's ERROR, or their words), the
     last first, distinct ones only."""
     found: list[str] = []
     for line in reversed(lines):
         text = line.text.strip()
-        if text and (line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text)) and not FRAME.match(text):
+        errorish = line.level in ("ERROR", "FATAL", "CRITICAL") or _ERRORISH.search(text) or _CAUSE_LINE.match(text)
+        if text and errorish and not FRAME.match(text):
             if text[:500] not in found:
                 found.append(text[:500])
             if len(found) == count:
