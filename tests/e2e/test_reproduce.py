@@ -144,7 +144,11 @@ async def test_torchrun_gloo_hang_names_the_collective_and_leaves_nothing(repo: 
     assert by_rank[0]["collective"] == "all_reduce"
     assert by_rank[1]["collective"] is None and "wait_forever" in by_rank[1]["frames"][-1]
     # Rank 1 never reached the all_reduce rank 0 waits in: it holds the job up.
-    assert d["ranks"]["0"]["outcome"] == "hang" and d["ranks"]["1"]["outcome"] == "culprit"
+    assert d["ranks"]["0"]["outcome"] == "waiting" and d["ranks"]["1"]["outcome"] == "culprit"
+    # Its flight recorder holds no entry: the dumps name it missing at the first collective.
+    assert (d["mismatch"]["seq"], d["mismatch"]["culprit_ranks"]) == (1, [1])
+    assert d["group"] == "v3|hang|collective missing in default_pg: all_reduce(<n>)"
+    assert d["signature"] == d["group"] + "|hang_dist:wait_forever"  # the culprit's place
     assert "waits in all_reduce" in result.content[0].text
     # The user's lines, not torch's innermost frame: where each rank stands, and the location.
     assert d["location"] == "hang_dist.py:18"

@@ -86,7 +86,7 @@ async def test_two_node_gloo_hang_is_dumped_on_both_nodes_and_cancelled(repo: Pa
     by_rank = {s["rank"]: s for s in d["stacks"]}
     assert by_rank[0]["node"] == "n1" and by_rank[0]["collective"] == "all_reduce"
     assert by_rank[1]["node"] == "n2" and "wait_forever" in by_rank[1]["frames"][-1]
-    assert d["ranks"]["0"] == {**d["ranks"]["0"], "outcome": "hang", "node": "n1"}
+    assert d["ranks"]["0"] == {**d["ranks"]["0"], "outcome": "waiting", "node": "n1"}
     assert d["ranks"]["1"] == {**d["ranks"]["1"], "outcome": "culprit", "node": "n2"}  # never reached the all_reduce
     text = result.content[0].text
     assert "rank 0 on n1: waits in all_reduce" in text and "rank 1 on n2" in text

@@ -16,7 +16,7 @@ from rootcause.tools.observe.collectives.text import lines as collective_lines
 from rootcause.tools.observe.collectives.text import recorded_sites
 from rootcause.tools.observe.diagnosis import Diagnosis, diagnose_file, diagnose_text
 from rootcause.tools.observe.diagnosis import signature as sig
-from rootcause.tools.observe.diagnosis.engine import attach_collectives
+from rootcause.tools.observe.diagnosis.engine import attach_collectives, mismatch_identity
 from rootcause.tools.observe.evidence import diagnosis_line
 from rootcause.tools.record.store import SessionStore, require_open
 
@@ -65,17 +65,12 @@ def _dumps_only(report: Report, root: Path) -> Diagnosis:
         category = "hang" if report.waiting else "python_exception"
         return Diagnosis(category=category, message=facts[0], excerpt="",
                          signature=sig.identity(category, "no collective mismatch in the dumps", []).signature)
-    ops = sorted(set(m.ops.values()) - {"(not entered)", "collective"})
-    desc = next((f.group.desc for f in report.findings if f.mismatch.group == m.group), "") or "default_pg"
-    what = f"collective {m.kind} in {desc}: {' — '.join(ops)}"  # the group's role, not its run-dependent name
     recorded = recorded_sites(report, root)
     sites = [recorded[r] for r in m.culprit_ranks if r in recorded]  # `step at train.py:54`
-    places = sorted({f"{Path(s.split(' at ', 1)[-1].rsplit(':', 1)[0]).stem}:{s.split(' at ', 1)[0]}"
-                     for s in sites})  # as frames are named in signatures: no line numbers, no folders
-    category = report.category or "hang"
-    return Diagnosis(category=category, message="", excerpt="",
+    ident = mismatch_identity(report, root)
+    return Diagnosis(category=report.category or "hang", message="", excerpt="",
                      location=sites[0].split(" at ", 1)[-1] if sites else None,
-                     signature=sig.identity(category, what, places[:4] or [desc]).signature)
+                     group=ident.group, signature=ident.signature)
 
 
 def _diagnose_dumps(path: Path, given: str, ctx: ToolContext) -> Diagnosis:

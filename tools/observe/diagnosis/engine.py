@@ -707,6 +707,26 @@ def _named_site(stack: StackSummary) -> str:
     return site
 
 
+def mismatch_identity(report: Report, root: Path, sites: dict[int, str] | None = None,
+                      fallback: str = "") -> sig.Identity | None:
+    """A collective mismatch's identities: the group from what the ranks disagree on (the kind, the process group's
+    role, never its run-dependent name, the ops), the call site from the culprits' places (their stacks' when
+    known, else the places the dumps recorded) as `stem:function`. A reproduction and the dumps a user brings of
+    the same hang share the group, whatever else each holds."""
+    m = report.mismatch
+    if m is None:
+        return None
+    ops = sorted(set(m.ops.values()) - {"(not entered)", "collective"})
+    desc = next((f.group.desc for f in report.findings if f.mismatch.group == m.group), "") or "default_pg"
+    what = f"collective {m.kind} in {desc}: {' — '.join(ops)}"
+    places = {**recorded_sites(report, root), **(sites or {})}
+    named = [places[r] for r in m.culprit_ranks if r in places]  # `step at train.py:54`
+    call_site = sorted({f"{Path(s.split(' at ', 1)[-1].rsplit(':', 1)[0]).stem}:{s.split(' at ', 1)[0]}"
+                        for s in named if " at " in s})
+    # No culprit's place known (mp.spawn's processes carry no RANK): where the stacks stand, else the group's role.
+    return sig.identity(report.category or "hang", what, call_site[:4] or [fallback or desc])
+
+
 def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diagnosis:
     """The flight-recorder analysis on a diagnosis: each rank's place per group, the mismatch, its lines
     first in the message of a hang said in no better words (no exception read), and atop the excerpt."""
@@ -738,6 +758,9 @@ def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diag
     if report.category and diagnosis.exception_type is None and diagnosis.category not in ("hang",
                                                                                             "distributed_error"):
         diagnosis.category = report.category
+    ident = mismatch_identity(report, root, sites, diagnosis.signature.removeprefix(diagnosis.group).lstrip("|"))
+    if ident and diagnosis.exception_type is None and diagnosis.category in ("hang", "distributed_error"):
+        diagnosis.group, diagnosis.signature = ident.group, ident.signature
     if report.mismatch and diagnosis.exception_type is None:
         diagnosis.message = bounded("\n".join([facts[0], diagnosis.message] if diagnosis.message else facts[:1]),
                                     2_000)
