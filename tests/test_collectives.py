@@ -231,3 +231,23 @@ def test_faulty_ranks_that_left_no_dump_are_named_when_the_dumps_name_no_one(cas
     m = analyse(found).mismatch
     assert (m.kind, m.culprit_ranks) == ("no_dump", NVRX[case])
     assert "EXPERT_MODEL_PARALLEL_GROUP" in m.group
+
+
+def test_the_order_of_an_archive_never_changes_the_analysis(tmp_path: Path) -> None:
+    """One NCCL case as tars in six member orders and as a folder: one mismatch, one first line."""
+    import random
+
+    files = sorted(p for p in (DUMPS / "nvrx" / "gpu_error_1st").iterdir() if p.is_file())
+    seen = set()
+    for seed in range(6):
+        order = files[:]
+        random.Random(seed).shuffle(order)
+        archive = tmp_path / f"order{seed}.tar"
+        with tarfile.open(archive, "w") as tar:
+            for f in order:
+                tar.add(f, arcname=f.name)
+        report = _report(archive)
+        seen.add((lines(report)[0], report.mismatch.seq, report.mismatch.group, tuple(report.mismatch.culprit_ranks)))
+    report = _report(DUMPS / "nvrx" / "gpu_error_1st")
+    seen.add((lines(report)[0], report.mismatch.seq, report.mismatch.group, tuple(report.mismatch.culprit_ranks)))
+    assert len(seen) == 1 and next(iter(seen))[3] == (12, 14)

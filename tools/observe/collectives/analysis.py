@@ -308,7 +308,7 @@ def _rank_places(groups: dict[str, Group]) -> list[RankCollectives]:
 
 
 def analyse(found: DumpSet) -> Report:
-    dumps = found.dumps
+    dumps = dict(sorted(found.dumps.items()))  # by rank: the result never depends on a folder's or an archive's order
     groups = _groups(dumps)
     findings = [f for f in (_finding(g) for g in groups.values()) if f is not None]
     if any(f.mismatch.kind != "no_dump" for f in findings):
@@ -333,7 +333,8 @@ def analyse(found: DumpSet) -> Report:
             finding.explained_by = None
     mismatch = None
     if chosen:
-        first = min(chosen, key=lambda f: (f.created_ns or 2**63, KIND_ORDER[f.mismatch.kind], f.mismatch.seq))
+        first = min(chosen, key=lambda f: (f.created_ns or 2**63, KIND_ORDER[f.mismatch.kind], f.mismatch.seq,
+                                           f.group.name))
         culprits = culprits or {r for f in chosen for r in f.mismatch.culprit_ranks}
         mismatch = first.mismatch.model_copy(update={"culprit_ranks": sorted(culprits)})
     waiting = sorted({r for g in groups.values() for r, st in g.standing.items() if st.entered > st.completed})
