@@ -251,3 +251,13 @@ def test_the_order_of_an_archive_never_changes_the_analysis(tmp_path: Path) -> N
     report = _report(DUMPS / "nvrx" / "gpu_error_1st")
     seen.add((lines(report)[0], report.mismatch.seq, report.mismatch.group, tuple(report.mismatch.culprit_ranks)))
     assert len(seen) == 1 and next(iter(seen))[3] == (12, 14)
+
+
+def test_the_one_line_names_the_culprits_place_once() -> None:
+    from rootcause.tools.observe.evidence import diagnosis_line
+
+    ctx = ToolContext.for_root(FIXTURES.parent.parent)
+    d = diagnose_log(DiagnoseLogInput(path=str(DUMPS / "groups")), ctx).diagnosis
+    line = diagnosis_line(d)
+    assert d.location and line.count(d.location) == 1 and line == d.one_line(), line
+    assert d.ranks["3"].first_error.startswith("missing at collective #4 of tp")

@@ -749,7 +749,8 @@ def attach_collectives(diagnosis: Diagnosis, report: Report, root: Path) -> Diag
             before = diagnosis.ranks.get(str(rank))
             culprit = rank in m.culprit_ranks
             if culprit or before is None or before.outcome in ("ok", "hang"):
-                why = (f"{m.kind} at collective #{m.seq} of {m.group} (flight recorder)" if culprit
+                kind = {"op": "another op", "sizes": "other sizes"}.get(m.kind, m.kind)
+                why = (f"{kind} at collective #{m.seq} of {m.group} (flight recorder)" if culprit
                        else "waits in a collective (flight recorder)")
                 diagnosis.ranks[str(rank)] = RankInfo(outcome="culprit" if culprit else "waiting", first_error=why,
                                                       node=before.node if before else None)

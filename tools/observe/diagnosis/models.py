@@ -91,5 +91,11 @@ class Diagnosis(BaseModel):
 
     def one_line(self) -> str:
         what = f"{self.exception_type}: {self.message}" if self.exception_type else self.message
-        where = f" at {self.location}" if self.location else ""
-        return f"[{self.category}] {self.basis()}{what[:300]}{where}"
+        return f"[{self.category}] {self.basis()}{what[:300]}{self.where(what[:300])}"
+
+    def where(self, said: str) -> str:
+        """` at <location>` after a line, unless its first sentence names the place already (a flight-recorder
+        fact ends with the culprit's line)."""
+        if not self.location or said.split("\n", 1)[0].rstrip().endswith(self.location):
+            return ""
+        return f" at {self.location}"

@@ -123,8 +123,7 @@ def diagnosis_line(d: Diagnosis) -> str:
         message = _last_error_line(d.excerpt) or _signature_message(d.signature)
     what = f"{d.exception_type}: {message}" if d.exception_type and message else d.exception_type or message
     what = what or "no error message in the output"
-    where = f" at {d.location}" if d.location else ""
-    return f"[{d.category}] {d.basis()}{what[:300]}{where}"
+    return f"[{d.category}] {d.basis()}{what[:300]}{d.where(what[:300])}"
 
 
 def _last_error_line(excerpt: str) -> str:
