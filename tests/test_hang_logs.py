@@ -60,7 +60,8 @@ def test_ranked_dumps_name_the_rank_that_never_reached_the_collective(tmp_path: 
                   for r in range(4))
     d = diagnose_text(log, tmp_path)
     assert d.category == "hang"
-    assert {k: v.outcome for k, v in d.ranks.items()} == {"0": "hang", "1": "hang", "2": "culprit", "3": "hang"}
+    outcomes = {k: v.outcome for k, v in d.ranks.items()}
+    assert outcomes == {"0": "waiting", "1": "waiting", "2": "culprit", "3": "waiting"}
     assert "in no collective while the others wait in all_reduce" in d.ranks["2"].first_error
     assert d.ranks["2"].first_error.startswith("stands at ")  # its own place, not the others' collective's
 
@@ -204,7 +205,7 @@ def test_reproduces_hang_path_reads_the_stacks_it_captured(tmp_path: Path) -> No
                                                      text=dump(sleeping))])
     d = diagnose_run(record, tmp_path)
     assert d.category == "hang" and d.location == "train.py:40"
-    assert d.ranks["0"].outcome == "hang" and d.ranks["1"].outcome == "culprit"
+    assert d.ranks["0"].outcome == "waiting" and d.ranks["1"].outcome == "culprit"
     assert "at train.py:22" in d.ranks["1"].first_error
     assert "train:step" in d.signature and "train:load_batch" in d.signature
 

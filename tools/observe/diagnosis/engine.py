@@ -422,7 +422,10 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
             place = stack.user_frame or stack.call_site
             at = f" at {place}" if place else ""
             if stack.collective or not waiting:
-                ranks[stack.rank] = RankInfo(outcome="hang", first_error=f"waiting in {where}{at}")
+                # Waiting behind a rank that stands outside every collective, as the recorder and watchdogs say it.
+                behind = stack.collective and any(s.collective is None for s in ranked)
+                ranks[stack.rank] = RankInfo(outcome="waiting" if behind else "hang",
+                                             first_error=f"waiting in {where}{at}")
             else:
                 # The others wait in a collective this rank never reached: it holds them up.
                 ranks[stack.rank] = RankInfo(outcome="culprit", first_error=f"stands{at}, in no collective while "
