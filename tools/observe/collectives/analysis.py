@@ -40,12 +40,9 @@ from dataclasses import dataclass, field
 
 from rootcause.tools.observe.collectives.dumps import DumpSet, Entry, RankDump
 from rootcause.tools.observe.collectives.models import CollectiveCall, CollectiveMismatch, RankCollectives
+from rootcause.tools.vocabulary.collectives import sized_ops
 
-SIZED_OPS = frozenset({
-    "all_reduce", "allreduce", "allreduce_coalesced", "broadcast", "reduce", "all_gather", "_all_gather_base",
-    "all_gather_into_tensor", "allgather", "allgather_into_tensor_coalesced", "all_gather_into_tensor_coalesced",
-    "reduce_scatter", "_reduce_scatter_base", "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
-})
+SIZED_OPS = sized_ops()
 MAX_PERIOD = 8
 KIND_ORDER = {"op": 0, "sizes": 0, "missing": 1, "stalled": 2, "no_dump": 3}
 

@@ -23,14 +23,9 @@ from rootcause.tools.observe.diagnosis import frames as frame_names
 from rootcause.tools.observe.diagnosis.frames import display_module, resolve_in_root
 from rootcause.tools.observe.diagnosis.models import Frame, StackSummary
 from rootcause.tools.observe.logs.traceback_lines import FAULTHANDLER_FRAME
+from rootcause.tools.vocabulary.collectives import collective_calls
 
-COLLECTIVES = frozenset({
-    "all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "all_gather_object", "reduce_scatter",
-    "reduce_scatter_tensor", "_reduce_scatter_base", "broadcast", "broadcast_object_list", "barrier",
-    "monitored_barrier", "all_to_all", "all_to_all_single", "reduce", "gather", "scatter", "send", "recv",
-    "isend", "irecv", "batch_isend_irecv", "gather_object", "scatter_object_list", "all_reduce_coalesced",
-    "all_gather_coalesced", "_store_based_barrier", "allreduce", "allgather",
-})
+COLLECTIVES = collective_calls()
 _PROCESS = re.compile(r"^Process (?P<pid>\d+): (?P<cmd>.*)$|^Stack dump for \S+\s+(?P<ps>\d+)\s")
 _PYSPY_THREAD = re.compile(r'^Thread (?:0x[0-9A-Fa-f]+|\d+) \((?P<state>\w+)\)(?:: "(?P<name>.*)")?\s*$')
 # `func (file:line)`, a native `func (libc.so.6)`, `<module> (<string>:1)`; tab-indented in old py-spy.
