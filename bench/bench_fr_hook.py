@@ -43,15 +43,8 @@ if dist.get_rank() == 0:
     print(f"LOOP {time.perf_counter() - started:.4f}", flush=True)
 dist.destroy_process_group()
 """
-HANG = """\
-import time, torch, torch.distributed as dist
-dist.init_process_group("gloo")
-print(f"rank {dist.get_rank()} ready", flush=True)
-if dist.get_rank() == 1:
-    while True:
-        time.sleep(0.2)
-dist.all_reduce(torch.ones(4))
-"""
+# The repository's 2-rank gloo hang (rank 1 never reaches the all_reduce), as the tests run it.
+HANG = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "scripts" / "hang_dist.py").read_text()
 
 
 def _envs(folder: Path) -> tuple[dict[str, str], dict[str, str]]:

@@ -21,17 +21,8 @@ from rootcause.tools.core.workspace import Workspace
 from rootcause.tools.run import RunSpec
 from rootcause.tools.run.slurm import SlurmOptions, run_slurm
 
-HANG = """\
-import time
-import torch
-import torch.distributed as dist
-dist.init_process_group("gloo")
-print(f"rank {dist.get_rank()} ready", flush=True)
-if dist.get_rank() == 1:
-    while True:
-        time.sleep(0.2)
-dist.all_reduce(torch.ones(4))
-"""
+# The 2-rank gloo hang the tests run (rank 1 never reaches the all_reduce).
+HANG = (Path(__file__).resolve().parent.parent / "fixtures" / "scripts" / "hang_dist.py").read_text()
 CONF = "/tmp/rootcause-slurm/slurm.conf"
 
 
