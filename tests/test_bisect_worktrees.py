@@ -50,6 +50,30 @@ async def test_a_name_another_call_holds_is_not_shared(repo: Path) -> None:
     assert listed(repo) == [str(repo)]
 
 
+async def test_worktrees_added_at_once_in_threads_all_check_out(repo: Path) -> None:
+    """bisect_env checks its two sides out in parallel threads; git's `worktree add` dies on a sibling's entry
+    that is half-made, so every add must see the others' entries whole (raw git here: 1 failed add in 120)."""
+    for i in range(300):  # a checkout that takes a while widens the window
+        (repo / f"data_{i}.txt").write_text(f"{i}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "data")
+    ws = Workspace(repo)
+    for _ in range(5):
+        async with worktrees.leased(ws) as lease:
+            names = [lease.claim(f"side-{i}") for i in range(8)]
+            paths: list[Path] = []
+
+            async def add(name: str, into: list[Path] = paths) -> None:
+                into.append(await anyio.to_thread.run_sync(lease.checkout, name, "HEAD"))
+
+            async with anyio.create_task_group() as tg:
+                for name in names:
+                    tg.start_soon(add, name)
+            assert sorted(p.name for p in paths) == sorted(names)
+            assert all((p / "README.md").is_file() for p in paths)
+        assert listed(repo) == [str(repo)]
+
+
 async def test_stale_worktrees_are_swept_and_live_ones_kept(repo: Path) -> None:
     """A worktree an older rootcause kept (keep=True) or a SIGKILLed server left is swept at the next call; one
     that a running call holds is not."""

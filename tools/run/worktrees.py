@@ -44,22 +44,36 @@ def add_worktree(workspace: Workspace, name: str, ref: str,
     if path.exists():
         remove_worktree(workspace, name)
     try:
-        gitrepo.git(workspace.root, "worktree", "add", "--detach", "--force", str(path), sha, timeout_s=timeout_s)
+        with _admin(workspace):
+            gitrepo.git(workspace.root, "worktree", "add", "--detach", "--force", str(path), sha,
+                        timeout_s=timeout_s)
     except gitrepo.GitFailed as exc:
         raise UsageError(f"git worktree add of {sha[:10]} failed: {exc.stderr.strip()[-500:]}",
                          "check that git can check that commit out (disk space, filters, hooks)") from None
     return path
 
 
+@contextmanager
+def _admin(workspace: Workspace) -> Iterator[None]:
+    """One `git worktree add/remove/list` of this root at a time, across threads and servers.
+
+    git reads every entry under `.git/worktrees/` while it adds one, and dies on a sibling's entry that a
+    concurrent add has created but not yet filled ("failed to read .git/worktrees/<name>/commondir")."""
+    # A fresh FileLock each time: its own file descriptor, so two threads of one process exclude each other too.
+    with FileLock(str(workspace.state_dir("locks") / "worktree-admin.lock"), thread_local=False):
+        yield
+
+
 def remove_worktree(workspace: Workspace, name: str) -> None:
     path = worktree_path(workspace, name)
     if gitrepo.repo_for(workspace.root) is not None:
-        # A killed `worktree add` leaves its entry locked: unlock, then a double --force removes it anyway.
-        gitrepo.execute(["git", "worktree", "unlock", str(path)], workspace.root)
-        gitrepo.execute(["git", "worktree", "remove", "--force", "--force", str(path)], workspace.root)
-        # Not `git worktree prune`: it would drop the user's own worktrees whose folders are gone as well.
-        for admin in _admin_dirs(workspace, path):
-            shutil.rmtree(admin, ignore_errors=True)
+        with _admin(workspace):
+            # A killed `worktree add` leaves its entry locked: unlock, then a double --force removes it anyway.
+            gitrepo.execute(["git", "worktree", "unlock", str(path)], workspace.root)
+            gitrepo.execute(["git", "worktree", "remove", "--force", "--force", str(path)], workspace.root)
+            # Not `git worktree prune`: it would drop the user's own worktrees whose folders are gone as well.
+            for admin in _admin_dirs(workspace, path):
+                shutil.rmtree(admin, ignore_errors=True)
     if path.exists():
         shutil.rmtree(path, ignore_errors=True)
 
@@ -104,7 +118,8 @@ def registered(workspace: Workspace) -> list[Path]:
     """Worktrees of the repository that live under this root's `.rootcause/worktrees/` (resolved paths)."""
     if gitrepo.repo_for(workspace.root) is None:
         return []
-    code, out, _ = gitrepo.execute(["git", "worktree", "list", "--porcelain"], workspace.root)
+    with _admin(workspace):
+        code, out, _ = gitrepo.execute(["git", "worktree", "list", "--porcelain"], workspace.root)
     if code != 0:
         return []
     folder = (workspace.root / STATE_DIR / "worktrees").resolve()
