@@ -94,7 +94,7 @@ async def test_dcp_resume_that_drops_the_optimizer_state_leaves_the_reference(tm
         assert found["status"] == "found", found["detail"]
         assert found["first_bad_commit"]["sha"] == shas[-1]
         assert {t["sha"]: t["outcome"] for t in found["tested"]} == {shas[0]: "pass", shas[1]: "pass",
-                                                                      shas[2]: "fail"}
+                                                                      shas[2]: "fail"}, found["tested"]
 
 
 def _silent_repo(tmp_path: Path) -> tuple[Path, list[str]]:
