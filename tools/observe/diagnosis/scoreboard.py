@@ -25,7 +25,8 @@ from rootcause.tools.observe.diagnosis.engine import diagnose_file
 from rootcause.tools.observe.diagnosis.models import SIGNATURE_VERSION, Diagnosis
 
 LOGS = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "logs"
-DEFAULT_SETS = (LOGS, LOGS / "heldout", *sorted((LOGS / "retired").glob("batch*")))
+DEFAULT_SETS = (LOGS, LOGS / "heldout",
+                *sorted((LOGS / "retired").glob("batch*"), key=lambda p: int(p.name.removeprefix("batch") or 0)))
 
 
 @dataclass
