@@ -37,10 +37,15 @@ def _per_line(fn: Callable[[int, str], str]) -> Transform:
     return apply
 
 
+_NAMED_RANK = re.compile(r"\[(?:PG \d+ )?Rank (\d+)\]")
+
+
 @cache
 def _single_stream(text: str) -> bool:
-    """No line of the log carries a rank or worker tag (a launcher tag can then be put on every line)."""
-    return all(ln.rank is None and ln.worker is None for ln in split_lines(text))
+    """No line of the log carries a rank or worker tag, and its messages name one rank at most (c10d's `[Rank 5]`):
+    a launcher tag can then be put on every line."""
+    return (all(ln.rank is None and ln.worker is None for ln in split_lines(text))
+            and len(set(_NAMED_RANK.findall(text))) <= 1)
 
 
 _PYTEST_SESSION = re.compile(r"^={3,} (?:test session starts|FAILURES|ERRORS|short test summary info) ={3,}$",

@@ -37,6 +37,8 @@ _FATAL = re.compile(r"^Fatal Python error: |^Timeout \(\d+:\d\d:\d\d\)!")
 # c10d's native work objects name the collective they wait in (`c10d::ProcessGroupGloo::RecvWork::wait`).
 _NATIVE_WORK = re.compile(r"c10d::ProcessGroup\w*::(?:Async)?(?P<op>[A-Z][a-z]+(?:[A-Z][a-z]+)*?)Work\b")
 _PLUMBING = frozenset({"torch"})
+# torch's own plumbing of a collective: what calls it from inside torch (SyncBatchNorm's backward) is a place.
+_COLLECTIVE_PLUMBING = ("torch.distributed", "torch.nn.parallel", "torch.autograd", "torch.utils")
 _OBSERVER = re.compile(r"watchdog|pyspy_dump|dump_stacks|heartbeat_monitor", re.IGNORECASE)
 
 _DATA = Path(__file__).parent / "data"
@@ -191,6 +193,13 @@ def _stand_ins(frames: list[Frame]) -> list[Frame]:
     return found
 
 
+def _torch_callers(frames: list[Frame]) -> list[Frame]:
+    """torch's frames outside its distributed, autograd and data plumbing: the last stand-in, for a stack that is
+    torch alone (a collective issued by one of torch's own modules)."""
+    return [f for f in frames if not _native(f) and _module(f).split(".", 1)[0] in _PLUMBING
+            and not _module(f).startswith(_COLLECTIVE_PLUMBING)]
+
+
 def _chosen(found: list[Thread], root: Path) -> Thread:
     stuck = [t for t in found if not t.observer] or found
     return (next((t for t in stuck if collective_of(t.frames)), None)
@@ -207,7 +216,8 @@ def call_site(found: list[Thread], root: Path, count: int = 3) -> list[Frame]:
         return []
     chosen = _chosen(found, root)
     order = [chosen, *(t for t in found if t.main), *found]
-    for pick in (lambda t: _user_frames(t.frames, root), lambda t: _stand_ins(t.frames)):
+    for pick in (lambda t: _user_frames(t.frames, root), lambda t: _stand_ins(t.frames),
+                 lambda t: _torch_callers(t.frames)):
         frames = next((f for t in order if (f := pick(t))), [])
         if frames:
             return frames[-count:]

@@ -48,6 +48,10 @@ class Template:
     site: Callable[[re.Match[str]], str] | None = None
     """For a line with no frames (a training log's metric line): what stands in for the call site, e.g. the
     series named (`koleo_loss`, `loss`), the same for the same code on any machine."""
+    canonical_line: bool = False
+    """`canonical: line`: searched in the message's first line (a wrapper's "NCCL communicator was aborted on
+    rank 0.  Original reason for failure was: [Rank 0] Watchdog caught ..."), not in the lines after it, whose
+    share of the message depends on how the log was collected."""
 
 
 _RANK_IN_TEXT = re.compile(r"\[(?:PG [^\]]*?)?Rank (\d+)\]|\brank[: ]\s?(\d+)\b", re.IGNORECASE)
@@ -87,7 +91,8 @@ def load_templates(path: Path = DATA) -> tuple[Template, ...]:
             None if category in (None, "none") else category, _identity(entry["identity"], entry.get("drop")),
             bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical")),
             entry.get("canonical") == "whole", bool(entry.get("keep_message")),
-            _identity(entry["site"], None) if entry.get("site") else None))
+            _identity(entry["site"], None) if entry.get("site") else None,
+            canonical_line=entry.get("canonical") == "line"))
     return tuple(templates)
 
 
@@ -103,7 +108,8 @@ def kept_words(name: str, message: str) -> str:
     template = _BY_NAME.get(name)
     m = template.pattern.search(message) if template is not None and template.keep_message else None
     return m.group(0) if m else ""
-_CANONICAL = tuple(t for t in TEMPLATES if t.canonical and not t.canonical_whole)
+_CANONICAL = tuple(t for t in TEMPLATES if t.canonical and not t.canonical_whole and not t.canonical_line)
+_CANONICAL_LINE = tuple(t for t in TEMPLATES if t.canonical_line)
 _CANONICAL_WHOLE = tuple(t for t in TEMPLATES if t.canonical_whole)
 
 
@@ -116,7 +122,8 @@ def canonical_identity(sentence: str, message: str = "") -> tuple[str, str] | No
 
 def canonical_match(sentence: str, message: str = "") -> tuple[Template, re.Match[str]] | None:
     """The template of a C++ error named in an exception's first sentence (or anywhere in its message)."""
-    for templates, text in ((_CANONICAL_WHOLE, message[:4000]), (_CANONICAL, sentence)):
+    for templates, text in ((_CANONICAL_WHOLE, message[:4000]), (_CANONICAL_LINE, message.split("\n", 1)[0]),
+                            (_CANONICAL, sentence)):
         for template in templates:
             m = template.pattern.search(text)
             if m:

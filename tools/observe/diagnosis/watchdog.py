@@ -22,8 +22,9 @@ from rootcause.tools.observe.diagnosis.text import Line
 
 _RANK_TAG = (r"\[(?:PG (?:ID )?(?P<pgid>\d+)\s*(?:PG GUID (?P<guid>\d+))?\s*(?:\((?P<pgname>[^)]*)\))?\s*)?"
              r"Rank (?P<tag>\d+)\]")
-_CAUGHT = re.compile(_RANK_TAG + r"\s*Watchdog caught collective operation timeout:\s*WorkNCCL\(SeqNum=(?P<seq>\d+),"
-                     r"\s*OpType=(?P<op>\w+)(?:,\s*NumelIn=(?P<numel>\d+))?")
+# Older releases print no SeqNum: `WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000)`.
+_CAUGHT = re.compile(_RANK_TAG + r"\s*Watchdog caught collective operation timeout:\s*WorkNCCL\("
+                     r"(?:SeqNum=(?P<seq>\d+),)?\s*OpType=(?P<op>\w+)(?:,\s*NumelIn=(?P<numel>\d+))?")
 _DETECTED = re.compile(_RANK_TAG + r"\s*(?:failure detected by watchdog at work sequence id: (?P<seq>\d+)\s*PG status: "
                        r"last enqueued work: (?P<enq>-?\d+), last completed work: (?P<done>-?\d+)|"
                        r"Exception \(either an error or timeout\) detected\s*by watchdog at work: (?P<seq2>\d+), "
@@ -81,7 +82,8 @@ class Collectives:
     frames: list[Frame] = field(default_factory=list)
     """A report's own stack of the stuck collective (fr_trace's `collective stack trace:`), outermost first."""
     where: list[str] = field(default_factory=list)
-    """What the stuck collectives were, machine-independent (`ALLREDUCE`, Horovod's first stalled tensor)."""
+    """What the stuck collectives were, machine-independent (`ALLREDUCE(304640)` with the watchdog's NumelIn,
+    Horovod's first stalled tensor)."""
 
     @property
     def found(self) -> bool:
@@ -152,7 +154,8 @@ def read_collectives(lines: list[Line]) -> Collectives:
             m = _search(_CAUGHT, lines, pos)
             if m:
                 state = found.state(_rank_of(line, m))
-                state.role, state.seq, state.op = "fired", int(m.group("seq")), m.group("op").upper()
+                state.role, state.op = "fired", m.group("op").upper()
+                state.seq = int(m.group("seq")) if m.group("seq") else state.seq
                 state.numel = int(m.group("numel")) if m.group("numel") else state.numel
                 state.group = _group(m) if _group(m) != "?" else state.group
                 found.saw("nccl-watchdog")
@@ -370,7 +373,9 @@ def _never_entered(found: Collectives) -> None:
 
 def _describe(found: Collectives) -> None:
     fired = sorted((s for s in found.ranks.values() if s.role == "fired"), key=lambda s: s.rank)
-    for op in sorted({s.op for s in fired if s.op}):
+    # The element count tells two timeouts of one op apart (a gradient bucket from a loss scalar) and is the
+    # same wherever the job ran: a frameless watchdog log's place.
+    for op in sorted({f"{s.op}({s.numel})" if s.numel is not None else s.op for s in fired if s.op}):
         if op not in found.where:
             found.where.append(op)
     by_group: dict[str, list[RankState]] = {}

@@ -5,11 +5,33 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rootcause.tools.observe.logs.prefixes import Line
-from rootcause.tools.observe.logs.traceback_lines import FRAME_START, TRACEBACK_HEADER, exception_named
+from rootcause.tools.observe.logs.prefixes import Line, Parsed
+from rootcause.tools.observe.logs.traceback_lines import (
+    FRAME_START,
+    SUFFIXES,
+    TRACEBACK_HEADER,
+    exception_named,
+    type_pattern,
+)
 
 _EXC = exception_named("start", "colon")
 _CARET = re.compile(r"^\s*[\^~]+\s*$")
+# Another process's `RuntimeError` written right after this line's last word, its `: message` on the next line.
+_GLUED_TYPE = re.compile(rf"(?<=[a-z0-9)\]])(?P<type>{type_pattern(warnings=False)})$")
+
+
+def unglue(split: list[tuple[str, Parsed]]) -> list[tuple[str, Parsed]]:
+    """Two processes' writes glued into each other (`...for send operation to completeRuntimeError` then
+    `: [...] Timed out ...`), prefixes peeled: the first line ends where the other's exception type begins,
+    which heads the next line."""
+    out = list(split)
+    for i in range(len(out) - 1):
+        (text, parsed), (after, parsed_after) = out[i], out[i + 1]
+        if after.startswith(": ") and text.endswith(SUFFIXES):
+            m = _GLUED_TYPE.search(text)
+            if m:
+                out[i], out[i + 1] = (text[:m.start()], parsed), (m.group("type") + after, parsed_after)
+    return out
 
 
 def demux(lines: list[Line]) -> list[Line]:

@@ -7,7 +7,8 @@ Three steps, each in its own module:
 - the prefix model (`prefixes.LineModel`): each line's stacked prefixes (ANSI codes, timestamps,
   rank and worker tags, logger formats) peeled off, its rank, worker, level and record start kept;
 - traceback unfolding (`unfold`): tracebacks flattened onto one line unfolded, keeping the line's
-  rank; interleaved unprefixed tracebacks told apart (`interleaved.demux`).
+  rank; interleaved unprefixed tracebacks told apart (`interleaved.demux`), two processes' writes glued into
+  one line split (`interleaved.unglue`).
 The lines of a Python traceback (header, frame, exception line) are defined once in `traceback_lines`.
 tests/test_diagnosis_shapes.py checks that every shape keeps a corpus log's diagnosis.
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from rootcause.tools.observe.logs.interleaved import demux
+from rootcause.tools.observe.logs.interleaved import demux, unglue
 from rootcause.tools.observe.logs.paste import raw_lines
 from rootcause.tools.observe.logs.prefixes import PREFIXES, Line, LineModel, Parsed, clean
 from rootcause.tools.observe.logs.traceback_lines import TRACEBACK
@@ -34,7 +35,7 @@ def split_lines(text: str) -> list[Line]:
     """Every line of a text, normalised, with the model detected from the text itself."""
     raw = raw_lines(text)
     model = LineModel.detect(raw[:20_000])
-    split = [model.split(r) for r in raw]
+    split = unglue([model.split(r) for r in raw])
     if TRACEBACK in text and any(has_flattened(t) for t, _ in split):
         split = unfold(split)
     return demux([model.make(i, t, parsed) for i, (t, parsed) in enumerate(split)])
