@@ -22,7 +22,7 @@ HELDOUT = LOGS / "heldout"
 RETIRED = sorted((LOGS / "retired").glob("batch*"))
 # Lower limits: category accuracy, same-bug pairs sharing a group, near misses split. Held-out category and pairs
 # are issue 14's 90%; its "every near miss split" is not met (batch 8: 8/15 split under v2, 14/15 with v3's call
-# sites), so that limit guards the older level. heldout/ is batch 10 (first score 48/54, 9/10, 11/12).
+# sites), so that limit guards the older level. heldout/ is batch 11 (first score 47/55, 7/8, 9/10).
 LIMITS = {"heldout": (0.90, 0.90, 0.80), "retired": (0.98, 0.80, 0.70)}
 
 
@@ -39,10 +39,10 @@ def _limits(folder: Path) -> tuple[float, float, float]:
 def test_heldout_labels_are_complete(scored: tuple[Path, list[dict], Score]) -> None:
     folder, items, _ = scored
     assert {item["file"] for item in items} == {path.name for path in folder.glob("*.log")}
-    # metric_regression is a verdict on a run judged by a metric or reference yardstick, never read from a log alone.
-    # Batches 9 and 10 were weighted toward distributed-training logs: not every category is in them.
+    # metric_regression comes from a yardstick or from a report's own numbers (DESIGN): batch 11 has reports of the
+    # latter. Batches 9 to 11 were weighted toward distributed-training logs: not every category is in them.
     categories = {item["category"] for item in items}
-    assert categories <= set(CATEGORIES) - {"metric_regression"} and len(categories) >= 12
+    assert categories <= set(CATEGORIES) and len(categories) >= 12
     assert all(item.get("source") and item.get("note") for item in items)
     near: dict[str, int] = {}
     for item in items:

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cache
 from typing import Literal
 
 from rootcause.tools.observe.diagnosis.errors import FoundError
 from rootcause.tools.observe.diagnosis.rules import categorise
 from rootcause.tools.observe.logs.traceback_lines import exception_named
+from rootcause.tools.vocabulary.negation import named_outside_negations
 from rootcause.tools.vocabulary.symptoms import vocabulary
-from rootcause.tools.vocabulary.words import symptom_hits
 
 _ERROR_HEAD = exception_named("space", "message", warnings=False)  # a warning a text quotes is not its error
-_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:['’][A-Za-z]+)?|[^\sA-Za-z0-9_]")
-_BOUNDARY = frozenset(",.;:!?()[]")
 Basis = Literal["error_rules", "prose", "none"]
 
 
@@ -35,65 +32,12 @@ class Classified:
     """The concepts and signals the text names outside negations (plus the signals read from the whole text)."""
 
 
-@cache
-def _cues() -> tuple[frozenset[str], frozenset[str], int]:
-    neg = vocabulary().negation
-    return frozenset(neg.cues), frozenset(neg.stops), neg.window
-
-
-def _is_cue(word: str, cues: frozenset[str]) -> bool:
-    low = word.lower().replace("’", "'")
-    return low in cues or (low.endswith("n't") and "n't" in cues)
-
-
-def _phrase(text: str) -> set[str]:
-    """The concepts and signals a text names, other than those about what did not happen (negation.keep)."""
-    return set(symptom_hits(text)) - set(vocabulary().negation.keep)
-
-
-def negation_scopes(text: str, protect: tuple[int, int] | None = None) -> list[tuple[int, int]]:
-    """Character spans (cue included) that the text negates; a cue that starts a vocabulary phrase
-    ("no module named", "no progress") is not a negation."""
-    cues, stops, window = _cues()
-    tokens = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
-    spans: list[tuple[int, int]] = []
-    i = 0
-    while i < len(tokens):
-        word, start, end = tokens[i]
-        if not _is_cue(word, cues) or (protect and protect[0] <= start < protect[1]):
-            i += 1
-            continue
-        j, last = i + 1, end
-        while j < len(tokens) and j - i <= window:
-            nxt = tokens[j][0]
-            if nxt in _BOUNDARY or nxt.lower() in stops or _is_cue(nxt, cues):
-                break
-            last = tokens[j][2]
-            j += 1
-        if last > end and _phrase(text[start:last]) - _phrase(text[end:last]):
-            i += 1  # the cue belongs to a phrase of the vocabulary
-            continue
-        spans.append((start, last))
-        i = max(j, i + 1)
-    return spans
-
-
 def classify(text: str) -> Classified:
     """The category of free text with its basis: the diagnosis rules, the prose vocabulary, or none."""
     head = _ERROR_HEAD.search(text)
     protect = (head.start("type"), text.find("\n", head.start("type")) % (len(text) + 1) or len(text)) if head \
         else None
-    spans = negation_scopes(text, protect)
-    masked, negated, cursor = [], [], 0
-    for start, end in spans:
-        masked.append(text[cursor:start])
-        masked.append(" " * (end - start))
-        negated.append(text[start:end])
-        cursor = end
-    masked.append(text[cursor:])
-    plain = "".join(masked)
-    kept = set(vocabulary().negation.keep)
-    named = frozenset(set(symptom_hits(plain)) | (set(symptom_hits(text)) & kept))
+    plain, negated, named = named_outside_negations(text, protect)
 
     # The message is the rest of the text after the type's colon (a symptom's lines after it say more).
     error = FoundError(type=head.group("type") if head else "", message=text[head.start("message"):] if head else plain,

@@ -26,7 +26,7 @@ from rootcause.tools.observe.diagnosis.placement import Placement, placement
 from rootcause.tools.observe.diagnosis.pytest_output import parse_pytest
 from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
 from rootcause.tools.observe.diagnosis.series import find_series_failure
-from rootcause.tools.observe.diagnosis.stacks import stacks_in_log, summarise
+from rootcause.tools.observe.diagnosis.stacks import has_dump, stacks_in_log, summarise
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
 from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates, kept_words
 from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
@@ -36,6 +36,7 @@ from rootcause.tools.observe.keywords import extract_keywords
 from rootcause.tools.observe.logs.traceback_lines import FRAME, exception_line, is_exception_type, is_warning
 from rootcause.tools.run import ProcessStack, RunRecord
 from rootcause.tools.run.flight_recorder import DUMP_FOLDER
+from rootcause.tools.vocabulary.negation import prose_rule
 
 # Tiers of candidate root errors, lowest wins.
 _WRAPPERS = re.compile(r"(ChildFailedError|ProcessRaisedException|ProcessExitedException|CalledProcessError|"
@@ -592,6 +593,14 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         said_line, line_category = next(((t, c) for t in candidates if t and (c := _words_category(t, in_test))),
                                         ("", None))
         category = line_category or category
+    prose = None
+    if error is None and not said_line and not timed_out and not signal and exit_code is None \
+            and not collectives.found and not has_dump(text):
+        # A pasted report with nothing raised, no stack and no failing series: its own words ("mAP 0.519, 1 point
+        # below the published 52.9", "stuck after initializing ddp") are the only evidence, read by the triage
+        # vocabulary for the only failures that raise nothing: numbers worse than a reference, or a stop.
+        prose = prose_rule(text, among=("metric_regression", "hang"))
+        category = prose.category if prose is not None else category
     if error is None and signal:
         category = "host_oom" if signal == 9 else "crash"
     elif error is None and exit_code in (137, 139, 134):
@@ -623,7 +632,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         # Nothing raised: a failed exit is told by the last line that reads as an error, if any; a passing or
         # error-free log has one stable signature (its last line is whatever the program printed last).
         said = said_line or (_last_error_line(lines) if exit_code else "")
-        found = sig.identity(f"exit {exit_code}" if exit_code is not None else
+        found = sig.identity(f"exit {exit_code}" if exit_code is not None else f"report {category}" if prose else
                              ("error-line" if said_line else "no-error"), said, [])
     location = None
     for frame in reversed(frames):
@@ -652,6 +661,8 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         message = "\n".join(p for p in parts if p.strip())
     if not message.strip() and error is not None and error.source != "template" and error.type != "IncompleteTraceback":
         message = "(raised without a message)"  # `raise RendezvousTimeoutError`: the type is all it says
+    if not message.strip() and prose is not None:
+        message = f"no error line; the report's words: {prose.why}"
     if not message.strip():
         message = said_line or _last_error_line(lines) or (f"exit code {exit_code}" if exit_code
                                                            else "no error line in the output")
@@ -663,7 +674,7 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
         keywords=_keywords(error, category, summaries),
         signature=found.signature,
         group=found.group,
-        evidence=_evidence(error, category, summaries, said_line),
+        evidence=_evidence(error, category, summaries, said_line or (prose.why if prose else "")),
         location=location,
         frames=frames,
         ranks=_ranks(lines, errors, report, summaries, in_test, error, collectives, text, category),

@@ -48,6 +48,9 @@ class Template:
     site: Callable[[re.Match[str]], str] | None = None
     """For a line with no frames (a training log's metric line): what stands in for the call site, e.g. the
     series named (`koleo_loss`, `loss`), the same for the same code on any machine."""
+    site_from: str | None = None
+    """`site_from: <template>`: the site is every series that template's pattern finds non-finite on the line,
+    joined (`grad_norm+loss`): which series a line shows non-finite tells two such failures apart."""
     canonical_line: bool = False
     """`canonical: line`: searched in the message's first line (a wrapper's "NCCL communicator was aborted on
     rank 0.  Original reason for failure was: [Rank 0] Watchdog caught ..."), not in the lines after it, whose
@@ -92,7 +95,7 @@ def load_templates(path: Path = DATA) -> tuple[Template, ...]:
             bool(entry.get("typed")), bool(entry.get("precursor")), bool(entry.get("canonical")),
             entry.get("canonical") == "whole", bool(entry.get("keep_message")),
             _identity(entry["site"], None) if entry.get("site") else None,
-            canonical_line=entry.get("canonical") == "line"))
+            site_from=entry.get("site_from"), canonical_line=entry.get("canonical") == "line"))
     return tuple(templates)
 
 
@@ -208,6 +211,13 @@ def _record_site(name: str, text: str) -> str:
     return f"{name} in {{{','.join(keys[:MAX_SITE_KEYS])}{more}}}"
 
 
+def _site_name(template: Template, m: re.Match[str], text: str) -> str:
+    source = next((t for t in TEMPLATES if t.name == template.site_from), None) if template.site_from else None
+    if source is None or source.site is None:
+        return template.site(m) if template.site else ""
+    return "+".join(sorted({source.site(x) for x in source.pattern.finditer(text)} | {template.site(m)}))
+
+
 def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError]:
     """Template errors on lines no traceback already accounted for; one per (template, rank, identity)."""
     seen: set[tuple[str, int | None, str]] = set()
@@ -254,5 +264,6 @@ def find_templates(lines: list[Line], consumed: set[int]) -> Iterator[FoundError
             yield FoundError(type=template.name, message=message[:2000], line=line.index, rank=rank,
                              frames=frames, source="template", template=identity, category=template.category,
                              start=max(0, line.index - 2), end=line.index + 3,
-                             site=_record_site(template.site(m), line.text) if template.site else None)
+                             site=_record_site(_site_name(template, m, line.text), line.text) if template.site
+                             else None)
             break

@@ -8,11 +8,14 @@ import re
 from rootcause.tools.observe.logs.prefixes import Parsed
 from rootcause.tools.observe.logs.traceback_lines import TRACEBACK, exception_named, frame_location
 
-_FLAT_TB = re.compile(rf"{re.escape(TRACEBACK)}:?\s*(?:\\n|\s)\s*File ")
+_FLAT_TB = re.compile(rf"""{re.escape(TRACEBACK)}:?\s*(?:\\n(?:['"],\s*['"])?|\s)\s*File """)
 # Where a frame starts inside the line (a split point: no groups), and a frame with its code after it.
 _FLAT_FRAME = re.compile(rf"\s*(?:\\n)?\s*(?={frame_location(named=False)})")
 _FLAT_IN = re.compile(rf"^({frame_location(named=False)}(?:, in [\w.<>]+)?)\s*(.*)$")
 _FLAT_EXC = exception_named("space", "colon")
+_LIST_SEP = re.compile(r"""\\n['"],\s*['"]""")
+_LIST_START = re.compile(r"""\[['"](?=Traceback)""")
+_LIST_END = re.compile(r"""\\n['"]\]""")
 
 
 # PyTorch's C++ errors print these on lines of their own after the message: where a flattened message breaks.
@@ -26,6 +29,8 @@ def unflatten(raw: str) -> list[str]:
     if not _FLAT_TB.search(raw):
         return [raw]
     if "\\n" in raw:
+        # `traceback.format_exception(...)` printed as a list: `['Traceback ...:\\n', '  File ...\\n', ...]`
+        raw = _LIST_END.sub("", _LIST_START.sub("", _LIST_SEP.sub(r"\\n", raw)))
         return raw.replace('\\"', '"').replace("\\'", "'").replace("\\t", "    ").split("\\n")
     head, _, rest = raw.partition(TRACEBACK)
     out = [f"{head}{TRACEBACK}:"] if head.strip() else [f"{TRACEBACK}:"]
