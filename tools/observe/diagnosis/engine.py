@@ -28,7 +28,13 @@ from rootcause.tools.observe.diagnosis.rules import GENERIC, categorise
 from rootcause.tools.observe.diagnosis.series import find_series_failure
 from rootcause.tools.observe.diagnosis.stacks import has_dump, stacks_in_log, summarise
 from rootcause.tools.observe.diagnosis.streaming import condensed_text
-from rootcause.tools.observe.diagnosis.templates import PRECURSORS, canonical_identity, find_templates, kept_words
+from rootcause.tools.observe.diagnosis.templates import (
+    PRECURSORS,
+    canonical_identity,
+    find_templates,
+    kept_words,
+    rank_in,
+)
 from rootcause.tools.observe.diagnosis.text import Line, split_lines, streams
 from rootcause.tools.observe.diagnosis.tracebacks import frames_after, message_lines, parse_tracebacks, unmarked
 from rootcause.tools.observe.diagnosis.watchdog import Collectives, rank_infos, read_collectives
@@ -212,7 +218,7 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
     # Logged ERROR lines are evidence when nothing raised says more than a wrapper, an uncategorised template or
     # a communication failure (a CUDA error logged by the NCCL watchdog before its terminate is the cause).
     if all(_says_little(e) for e in errors):
-        for error in _logged_errors(lines, consumed):
+        for error in _logged_errors(lines, consumed, errors):
             error.chain = chain
             chain += 1
             errors.append(error)
@@ -246,14 +252,24 @@ def _words_category(text: str, in_test: bool) -> str | None:
     return None if category in GENERIC else category
 
 
-def _logged_errors(lines: list[Line], consumed: set[int]) -> list[FoundError]:
+_LOG_TAGS = re.compile(r"^(?:\[[^\]]{1,60}\]\s*)+")
+
+
+def _logged_errors(lines: list[Line], consumed: set[int], raised: list[FoundError]) -> list[FoundError]:
     """A logger's ERROR lines whose words name a specific failure, when nothing but a wrapper was raised
-    (`ERROR:megatron.core...:Unexpected result nan ...` above torchrun's report): one per category."""
+    (`ERROR:megatron.core...:Unexpected result nan ...` above torchrun's report): one per category. A line the
+    exception raised after it repeats (c10d logs `[c10d] The server socket has failed ...`, then raises it) is
+    that exception's, not another failure."""
     found: dict[str, FoundError] = {}
+    messages = [e.message for e in raised if e.message]
     for ln in lines:
         if ln.level not in ("ERROR", "FATAL", "CRITICAL") or ln.index in consumed or not ln.text.strip():
             continue
-        error = FoundError(type="LoggedError", message=ln.text.strip()[:2000], line=ln.index, rank=ln.rank,
+        said = _LOG_TAGS.sub("", ln.text.strip())[:120].rstrip(".")
+        if len(said) >= 20 and any(said in message for message in messages):
+            continue
+        rank = ln.rank if ln.rank is not None else rank_in(ln.text)  # c10d's own `[Rank 7]` in the message
+        error = FoundError(type="LoggedError", message=ln.text.strip()[:2000], line=ln.index, rank=rank,
                            source="bare", start=ln.index, end=ln.index, evidence="keywords")
         category = _words_category(error.message, False)
         if category and category not in found:
@@ -435,7 +451,7 @@ def _ranks(lines: list[Line], errors: list[FoundError], report: ElasticReport, s
         info = ranks.get(rank)
         # A rank the watchdogs name as the culprit is one, unless it raised an error of its own (an OOM).
         weaker = info is None or info.outcome == "ok" or (said.outcome == "culprit" and not (
-            rank in raised and info.outcome in ("fail", "crash")))
+            rank in raised and info.outcome in ("fail", "crash"))) or rank in collectives.deferring
         if weaker and (len(ranks) < 4096 or rank in ranks):
             ranks[rank] = said
     for rank, node in nodes.items():

@@ -48,7 +48,9 @@ def hang_category(category: str, error: FoundError | None, collectives: Collecti
     """The category once the watchdogs' reports and the dumps are read (module docstring)."""
     if category == "hang":
         return category
-    reports = [k for k in collectives.kinds if k != "fingerprint-mismatch"]
+    # A debug wrapper's fingerprints and a peer's broken send/recv at a barrier say who differs or failed, not that
+    # anything stalled.
+    reports = [k for k in collectives.kinds if k not in ("fingerprint-mismatch", "barrier-peer-error")]
     if not reports and collectives.kinds:
         return "distributed_error" if category in GENERIC else category
     # An exception a rank raised is the root (the others time out waiting for it), unless it only wraps a child's

@@ -81,6 +81,12 @@ class Collectives:
     fingerprint-mismatch, horovod-stall), in order of appearance."""
     frames: list[Frame] = field(default_factory=list)
     """A report's own stack of the stuck collective (fr_trace's `collective stack trace:`), outermost first."""
+    blamed: set[int] = field(default_factory=set)
+    """Peers whose send/recv failed at gloo's monitored barrier: the culprits unless a rank is named as failing
+    to pass it (rank 0 then answers every other rank with an error: `from rank 0` is collateral)."""
+    deferring: set[int] = field(default_factory=set)
+    """Ranks whose own error only reports another rank's failure (gloo's "received errors while waiting for
+    send/recv from rank 0"): they wait on that rank, whatever they raised."""
     where: list[str] = field(default_factory=list)
     """What the stuck collectives were, machine-independent (`ALLREDUCE(304640)` with the watchdog's NumelIn,
     Horovod's first stalled tensor)."""
@@ -207,6 +213,8 @@ def read_collectives(lines: list[Line]) -> Collectives:
     if len(named) == 1:  # a line that names no group (the caught line) is of the one group the others name
         for state in found.ranks.values():
             state.group = state.group if state.group != "?" else next(iter(named))
+    if found.blamed and not found.culprits:
+        found.culprits.update(found.blamed)
     _horovod(found, horovod)
     _fingerprint_culprits(found, fingerprints)
     _never_entered(found)
@@ -293,8 +301,15 @@ def _barrier(found: Collectives, line: Line) -> None:
             found.facts.append(fact)
     m = _BARRIER_WAITING.search(text)
     if m:
-        found.state(int(m.group("rank"))).role = "waiting"
-        found.saw("monitored-barrier")
+        # The rank that reached the barrier names the peer whose send/recv failed: that peer is the one to look at.
+        waiting, peer = int(m.group("rank")), int(m.group("from"))
+        found.state(waiting).role = "waiting"
+        found.blamed.add(peer)
+        found.deferring.add(waiting)
+        found.saw("barrier-peer-error")
+        fact = f"rank {waiting} reached the monitored barrier, but its send/recv with rank {peer} failed"
+        if fact not in found.facts:
+            found.facts.append(fact)
 
 
 def _horovod(found: Collectives, stalls: dict[str, tuple[str, set[int]]]) -> None:

@@ -81,6 +81,8 @@ PREFIXES: tuple[Prefix, ...] = (
     _p("relay", r"^\[std(?:out|err)\]\s?|^std(?:out|err): ", always=False),
     # Logger formats (they keep the level).
     _p("glog", rf"^\[?(?P<glevel>[IWEF])\d{{3,4}} {_TIME}\s+(?:\d+ )?[\w.\-/]+:\d+\]\s?", record=True),
+    # c10's logging before it printed a date: `[E ProcessGroupNCCL.cpp:916] `, `[W socket.cpp:464] `.
+    _p("c10-level", r"^\[(?P<glevel>[IWEF]) [\w.\-/]+\.(?:cpp|cc|cu|h|hpp):\d+\]\s?", record=True),
     _p("vllm", rf"^{LEVELS} \d\d-\d\d {_TIME} (?:\[[\w.\-]+:\d+\]|[\w.\-]+:\d+\]) ", record=True),
     _p("hf", rf"^\[{LEVELS}\|[\w.\-]+:\d+\] (?:{ISO} )?>> ", record=True),
     _p("deepspeed", rf"^\[{LEVELS}\] \[[\w.\-]+:\d+:\w+\] ", record=True),
