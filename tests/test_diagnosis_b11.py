@@ -93,3 +93,68 @@ def test_a_c10d_socket_that_stopped_answering_is_a_hang(tmp_path: Path) -> None:
            "addr=[::ffff:10.0.0.5]:40112, remote=[::ffff:10.0.0.9]:29500) timed out after 600000ms\n")
     d = diagnose_text(log, tmp_path)
     assert d.category == "hang" and "c10d-socket-wait-timeout" in d.group
+
+
+# Batch 12's rules (diagnosis batch 12 and hang batch 3), each on a minimal log in other words than the batches'.
+
+def test_a_report_that_stops_or_names_a_reference_value_is_read_from_its_words(tmp_path: Path) -> None:
+    stopped = ("12:01:09 | INFO | building dataset: 1,204,331 samples\n12:01:12 | INFO | epoch 1 begins\n\n"
+               "(no further output for an hour, the GPUs sit at full load)\n")
+    assert diagnose_text(stopped, tmp_path).category == "hang"
+    named = ("eval: word error rate 7.9 on test-clean\n"
+             "The README lists 6.1 for this recipe; the paper gets 5.9.\n")
+    assert diagnose_text(named, tmp_path).category == "metric_regression"
+    table = "| model | CER (mine) | official |\n|---|---|---|\n| conformer-s | 5.2 | 4.1 |\n"
+    assert diagnose_text(table, tmp_path).category == "metric_regression"
+    higher = "final eval_loss 1.31\nThe released checkpoint gets 1.18, mine ends 0.13 higher.\n"
+    assert diagnose_text(higher, tmp_path).category == "metric_regression"
+
+
+def test_a_grad_scaler_shrunk_to_nothing_is_nonfinite(tmp_path: Path) -> None:
+    log = "RuntimeError: grad_scale is too small, exiting: 1.52587890625e-05\n"
+    assert diagnose_text(log, tmp_path).category == "nonfinite"
+
+
+def test_colour_codes_that_lost_their_escape_do_not_hide_a_workers_traceback(tmp_path: Path) -> None:
+    worker = "[33m(TrainWorker pid=771, ip=10.2.0.8)[0m "
+    log = (f"{worker}Traceback (most recent call last):\n"
+           f'{worker}  File "/src/rl/worker.py", line 40, in update\n{worker}    loss.backward()\n'
+           f"{worker}RuntimeError: CUDA error: an illegal instruction was encountered\n"
+           "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task. There are some "
+           "potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.\n")
+    d = diagnose_text(log, tmp_path)
+    assert (d.category, d.exception_type) == ("cuda_error", "RuntimeError")
+
+
+def test_a_peer_lost_at_the_monitored_barrier_is_a_distributed_error_naming_the_peer(tmp_path: Path) -> None:
+    lost = ("[rank2]: RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while waiting "
+            "for send/recv from rank 1. Please check rank 1 logs for faulty rank.\n"
+            "[rank2]:  Original exception: \n"
+            "[rank2]: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection reset by peer [10.0.0.3]:4410\n")
+    d = diagnose_text(lost, tmp_path)
+    assert d.category == "distributed_error"
+    assert {r: i.outcome for r, i in d.ranks.items()} == {"1": "culprit", "2": "waiting"}
+    # When rank 0 reports a rank failing to pass, the others' errors "from rank 0" are its answer, not its fault.
+    owner = ("[E ProcessGroupGloo.cpp:138] [Rank 0]: Rank 3 failed to pass monitoredBarrier in 60000 ms\n"
+             "[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but received errors while "
+             "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")
+    d = diagnose_text(owner, tmp_path)
+    assert d.category == "hang" and d.ranks["3"].outcome == "culprit" and d.ranks["0"].outcome != "culprit"
+
+
+def test_ncclras_reporting_uneven_operation_counts_is_a_hang(tmp_path: Path) -> None:
+    log = ("#0-0 (9a1c07e2) MISMATCH\n  Communicator ranks have different ReduceScatter operation counts\n"
+           "  14 ranks have launched up to operation 2201\n  2 ranks have launched up to operation 2200\n")
+    d = diagnose_text(log, tmp_path)
+    assert d.category == "hang" and "nccl-ras-mismatch REDUCESCATTER" in d.group
+
+
+def test_a_state_dict_loaded_into_an_empty_parameter_is_not_a_width_mismatch(tmp_path: Path) -> None:
+    def log(current: str) -> str:
+        return ("RuntimeError: Error(s) in loading state_dict for Linear:\n"
+                f"\tsize mismatch for weight: copying a param with shape torch.Size([512, 256]) from checkpoint, the "
+                f"shape in current model is torch.Size({current}).\n")
+
+    empty, narrow, other = (diagnose_text(log(c), tmp_path) for c in ("[0]", "[384, 256]", "[128, 256]"))
+    assert empty.category == narrow.category == "checkpoint_mismatch"
+    assert narrow.group == other.group != empty.group

@@ -103,7 +103,10 @@ def first_sentence(message: str) -> str:
         head = f"{head} {lines[more]}"  # a parenthesis or a sentence the log wrapped onto the next line
         more += 1
     if head.endswith(":") and len(lines) > more:
-        head = f"{head} {lines[more].split(':', 1)[0]}"
+        detail = lines[more]
+        head = f"{head} {detail.split(':', 1)[0]}"
+        if _EMPTY_TARGET.search(detail):
+            head += " into an empty parameter"
     head = _SENTENCE_END.split(head, 1)[0]
     return _CALLEE_CLASS.sub(r"<cls>.\1(", _balanced(head))[:1000]
 
@@ -111,6 +114,11 @@ def first_sentence(message: str) -> str:
 # Python names the callee first ("GemmaModel.forward() got an unexpected keyword argument"): its class is
 # the reporter's model, the method and the argument are the bug.
 _CALLEE_CLASS = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*)\((?=\) )")
+
+
+# A state dict loaded into a parameter that holds nothing here (ZeRO-3 partitioned, not materialised) is not a width
+# mismatch: `... the shape in current model is torch.Size([0])`.
+_EMPTY_TARGET = re.compile(r"shape in current model is torch\.Size\(\[0?\]\)")
 
 
 _FENCE_END = re.compile(r"\s*`{3,}\s*$")

@@ -23,7 +23,9 @@ from functools import lru_cache
 
 from rootcause.tools.observe.logs.traceback_lines import type_pattern
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][AB012]")
+# Also a colour code whose ESC a paste dropped, where Ray puts one: `[36m(WorkerDict pid=2381)[0m Traceback`.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\x1b[()][AB012]|"
+                   r"\[\d{1,2}(?:;\d{1,2})*m(?=\()|(?<=\))\[0?m(?=\s|$)")
 LEVELS = r"(?P<level>TRACE|DEBUG|INFO|NOTICE|WARNING|WARN|ERROR|CRITICAL|FATAL)"
 _TIME = r"\d\d:\d\d:\d\d(?:[.,]\d+)?"
 ISO = rf"\d{{4}}[-/]\d\d[-/]\d\d[T _]{_TIME}(?:Z|\s?[+-]\d\d:?\d\d)?"
