@@ -1,6 +1,6 @@
 """Throughput and peak memory of diagnose_log on a 200 MB, 8-rank torchtitan-style log.
 
-Goal (issue 14.6): at least 200 MB/s, and peak RSS under 100 MB whatever the size (before:
+Goal (issue 14.6, raised by issue 23): at least 300 MB/s, and peak RSS under 100 MB whatever the size (before:
 7.6 s, 27 MB/s, 58 MB). Writes the log deterministically into a temp dir (8 ranks of
 `[rankN]:[titan] <time> - root - INFO - step: ...  loss: ...` lines with ANSI colours, one
 CUDA OOM traceback on rank 3 at the end), then diagnoses it in a fresh child process that

@@ -100,6 +100,8 @@ async def kill_tree(procs: list[psutil.Process], pgid: int | None) -> None:
 ACTIVE_RUNS: dict[str, int] = {}
 _GUARDIAN: subprocess.Popen[bytes] | None = None
 _GUARDIAN_LOCK = threading.Lock()
+GUARDIAN_LINGER_S = 0.3
+"""How long the guardian outlives the last run in flight (issue 24: gone within a second of the call)."""
 
 
 def _guardian_line(line: str) -> None:
@@ -136,14 +138,19 @@ def track(run_id: str, pgid: int) -> None:
 def untrack(run_id: str) -> None:
     if ACTIVE_RUNS.pop(run_id, None) is not None:
         _guardian_line(f"- {run_id}\n")
-        _release_guardian()
+        if not ACTIVE_RUNS:
+            # Not at once: the runs of one call follow each other within milliseconds (reproduce runs=10, a
+            # bisect's steps), and a fresh guardian per run cost ~10 ms of CPU beside each child.
+            timer = threading.Timer(GUARDIAN_LINGER_S, _release_guardian)
+            timer.daemon = True
+            timer.start()
 
 
 def _release_guardian() -> None:
     """No run left: end of file on the guardian's pipe makes it exit (nothing registered, nothing killed).
 
     Under the lock, so a run starting meanwhile either is registered with this guardian before the check (and
-    keeps it) or starts a fresh one after it.
+    keeps it) or starts a fresh one after it; a run that started and ended since leaves its own timer.
     """
     global _GUARDIAN
     with _GUARDIAN_LOCK:
