@@ -100,9 +100,11 @@ def test_torchrun_report_signal_root_cause(tmp_path: Path) -> None:
         """)
     d = diagnose_text(report, tmp_path)
     assert d.category == "host_oom" and d.ranks["5"].outcome in ("crash", "fail")
-    assert d.signature == f"{SIGNATURE_VERSION}|signal SIGKILL||"  # another machine's script does not count
+    # v3: the program that received the signal is its call site, on any machine; the group is the signal alone.
+    v = SIGNATURE_VERSION
+    assert (d.group, d.signature) == (f"{v}|signal SIGKILL|", f"{v}|signal SIGKILL||train")
     (tmp_path / "train.py").write_text("# the project's entry point\n")
-    assert diagnose_text(report, tmp_path).signature == f"{SIGNATURE_VERSION}|signal SIGKILL in train||"
+    assert diagnose_text(report, tmp_path).signature == d.signature
 
 
 def test_pytest_shape_error_inside_test_is_shape_mismatch(tmp_path: Path) -> None:

@@ -158,3 +158,44 @@ def test_a_state_dict_loaded_into_an_empty_parameter_is_not_a_width_mismatch(tmp
     empty, narrow, other = (diagnose_text(log(c), tmp_path) for c in ("[0]", "[384, 256]", "[128, 256]"))
     assert empty.category == narrow.category == "checkpoint_mismatch"
     assert narrow.group == other.group != empty.group
+
+
+# Batch 13's rules (diagnosis batch 13 and hang batch 4).
+
+def test_a_heartbeat_timeout_is_its_own_monitor_firing_in_its_group(tmp_path: Path) -> None:
+    def log(pg: int) -> str:
+        return (f"[rank2]:[E1202 03:11:09.1 ProcessGroupNCCL.cpp:1423] [PG {pg} Rank 2] Heartbeat monitor timed out! "
+                "Process will be terminated after dumping debug info. workMetaList_.size()=12\n"
+                f"[rank2]:[E1202 03:11:09.2 ProcessGroupNCCL.cpp:1260] [PG {pg} Rank 2] ProcessGroupNCCL preparing to "
+                "dump debug info.\n")
+    zero, four = diagnose_text(log(0), tmp_path), diagnose_text(log(4), tmp_path)
+    assert zero.category == four.category == "hang" and zero.group == four.group
+    assert "others saw its dump signal" not in zero.signature and zero.signature != four.signature
+
+
+def test_gloo_closing_a_pair_on_timeout_is_a_hang(tmp_path: Path) -> None:
+    assert diagnose_text("RuntimeError: [/opt/gloo/transport/tcp/pair.cc:446] Application timeout caused pair "
+                         "closure\n", tmp_path).category == "hang"
+
+
+def test_a_logger_restating_the_raised_exception_does_not_take_its_place(tmp_path: Path) -> None:
+    log = ("2024-05-01 10:00:00 CRITICAL [trainer:90] Uncaught FloatingPointError: loss is nan at step 311\n"
+           "Traceback (most recent call last):\n"
+           '  File "/srv/lm/trainer.py", line 90, in step\n    raise FloatingPointError("loss is nan at step 311")\n'
+           "FloatingPointError: loss is nan at step 311\n")
+    d = diagnose_text(log, tmp_path)
+    assert (d.category, d.exception_type) == ("nonfinite", "FloatingPointError")
+    assert d.signature.endswith("|trainer:step")
+
+
+def test_a_bare_signal_stands_at_the_program_that_received_it(tmp_path: Path) -> None:
+    def log(script: str) -> str:
+        return (f"[ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'tools/{script}.py', "
+                "'--local_rank=0'] exits with return code = -9\n")
+    a, b = diagnose_text(log("finetune"), tmp_path), diagnose_text(log("pretrain"), tmp_path)
+    assert a.category == b.category == "host_oom" and a.group == b.group and a.signature != b.signature
+
+
+def test_a_report_comparing_with_another_run_of_the_same_script_is_a_metric_regression(tmp_path: Path) -> None:
+    log = "val mIoU 31.2 after 40k iterations on 4 nodes\n(on one node the same config reaches mIoU 44.0)\n"
+    assert diagnose_text(log, tmp_path).category == "metric_regression"

@@ -199,9 +199,16 @@ def _collect(lines: list[Line], text: str, root: Path) -> tuple[list[FoundError]
                                          rank=ln.rank, chain=chain, source="bare", start=ln.index, end=last))
                 consumed.update(range(ln.index, last + 1))
                 chain += 1
+    raised = [f"{e.short_type}: {sig.first_sentence(e.message)[:80]}" for e in errors
+              if e.source == "traceback" and e.message.strip()]
+    texts = {ln.index: ln.text for ln in lines} if raised else {}
     for error in find_templates(lines, consumed):
         error.chain = chain
         chain += 1
+        if raised and any(said in texts.get(error.line, "") for said in raised):
+            # A logger restating an exception a traceback raises (`CRITICAL ... Uncaught ValueError: nan loss
+            # encountered`): the traceback, with its frames, is that failure.
+            error.ignored = True
         errors.append(error)
     report = parse_elastic(lines)
     for failure in report.failures:
@@ -475,11 +482,6 @@ def _hang_signature(stacks: list[StackSummary], texts: list[str], error: FoundEr
     return hang_identity(own, error, stacks, texts, collectives or Collectives(), root, errors)
 
 
-def _in_root(root: Path, name: str) -> bool:
-    """A file of that name at most two folders deep in the root."""
-    return any(next(iter(root.glob(pattern)), None) for pattern in (name, f"*/{name}", f"*/*/{name}"))
-
-
 _KEY_LIST = re.compile(r"(Missing|Unexpected) key\(s\) in state_dict: ((?:\"[^\"]*\"(?:, )?)+)")
 
 
@@ -628,12 +630,12 @@ def diagnose_text(text: str, root: Path, *, timed_out: str | None = None, stacks
     elif not signal:
         category = hang_category(category, error, collectives, text)  # watchdogs' reports, dumps without an error
     if error is not None and error.template and error.template.startswith("signal") and not error.frames:
-        # A bare signal says little: which of the project's programs received it tells two such failures
-        # apart (another machine's script does not count, as its frames would not).
-        entry = _ENTRY_SCRIPT.search(text)
+        # A bare signal says little: which program received it is its call site (v3: the script's stem, the same
+        # on any machine), so two projects' SIGKILLs share the group and differ in signature.
+        entry = _ENTRY_SCRIPT.search("\n".join(ln.text for ln in lines))  # as read: no colours, escapes, records
         stem = next((g for g in entry.groups() if g), None) if entry else None
-        if stem and _in_root(root, f"{stem}.py"):
-            error.template += f" in {stem}"
+        if stem:
+            error.site = error.site or stem
     frames = (error.frames if error else [])[-MAX_FRAMES:]
     if not summaries and category == "hang":
         summaries = stacks_in_log(text, root)  # a hung job's log with the dumps its processes wrote

@@ -32,6 +32,9 @@ _DETECTED = re.compile(_RANK_TAG + r"\s*(?:failure detected by watchdog at work 
 _SIGNAL = re.compile(_RANK_TAG + r"\s*Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local "
                      r"rank)|rank (?P<origin>\d+))\b.*?Last enqueued NCCL work: (?P<enq>-?\d+), last completed NCCL "
                      r"work: (?P<done>-?\d+)")
+# The rank's own heartbeat monitor: its watchdog thread itself stopped making progress (then it dumps, by itself).
+_HEARTBEAT = re.compile(_RANK_TAG + r"\s*(?:Heartbeat monitor timed out|(?:\[PG[^\]]*\]\s*)?ProcessGroupNCCL's "
+                        r"watchdog got stuck)")
 _OBSERVED = re.compile(_RANK_TAG + r"\s*(?:Observed flight recorder dump signal from another rank|ProcessGroupNCCL "
                        r"preparing to dump debug info)")
 _DESYNC_TIMEOUT = re.compile(r"\[(?P<rank>\d+)\] Timeout at collective: (?P<op>\w+), #(?P<seq>\d+)")
@@ -188,6 +191,13 @@ def read_collectives(lines: list[Line]) -> Collectives:
                     origin = found.state(int(m.group("origin")))
                     origin.role, origin.group = "fired", state.group if origin.group == "?" else origin.group
                 found.saw("dump-signal")
+        if "Heartbeat monitor timed out" in text or "watchdog got stuck" in text:
+            m = _HEARTBEAT.search(text)
+            if m:
+                state = found.state(_rank_of(line, m))
+                state.role = "fired"
+                state.group = _group(m) if _group(m) != "?" else state.group
+                found.saw("nccl-heartbeat")
         if "Observed flight recorder dump signal" in text or "preparing to dump debug info" in text:
             m = _OBSERVED.search(text)
             if m:
@@ -393,6 +403,10 @@ def _describe(found: Collectives) -> None:
     for op in sorted({f"{s.op}({s.numel})" if s.numel is not None else s.op for s in fired if s.op}):
         if op not in found.where:
             found.where.append(op)
+    if "nccl-heartbeat" in found.kinds and not any(s.op for s in fired):
+        # No collective named: which process group's monitor gave up is all a heartbeat log tells of its place.
+        for group in sorted({s.group for s in fired} - {"?"}):
+            found.where.append(f"heartbeat of {group}")
     by_group: dict[str, list[RankState]] = {}
     for state in fired:
         by_group.setdefault(state.group, []).append(state)
@@ -424,7 +438,8 @@ def shape(found: Collectives) -> str:
     words = []
     if "fired" in roles:
         here = any(s.role == "fired" and (s.op or s.last_enqueued is not None) for s in found.ranks.values())
-        words.append("a watchdog fired" if here else "a watchdog fired elsewhere")
+        words.append("a watchdog fired" if here else "a heartbeat monitor fired" if "nccl-heartbeat" in found.kinds
+                     else "a watchdog fired elsewhere")
     if "signalled" in roles:
         words.append("others saw its dump signal")
     if any(s.last_enqueued is not None and s.last_enqueued == s.last_completed for s in found.ranks.values()):
